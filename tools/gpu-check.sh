@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build, run the gpu suite (and the rest), optionally the sanitizer and
+# the benchmarks. Full logs go under $OUT; a short summary is printed last.
+#   tools/gpu-check.sh [tests] [sanitize] [bench] [anchors]
+set -u
+out=${OUT:-/tmp/pa-out}
+mkdir -p "$out"
+[ -f .devdeps/env.sh ] && source .devdeps/env.sh
+summary=()
+if [ ! -f build-gpu/build.ninja ]; then
+  meson setup build-gpu -Dgpu_archs=90a -Dbuildtype=release >"$out/setup.log" 2>&1 || { tail -40 "$out/setup.log"; exit 1; }
+fi
+start=$(date +%s)
+if ! ninja -C build-gpu >"$out/build.log" 2>&1; then
+  grep -E "error|Error" -A4 "$out/build.log" | head -80; exit 1
+fi
+summary+=("build: $(( $(date +%s) - start )) s")
+for step in "$@"; do
+  case "$step" in
+  tests)
+    meson test -C build-gpu --num-processes 4 --print-errorlogs >"$out/tests.log" 2>&1
+    python3 - "$out" <<'PY' | tee "$out/tests-summary.txt"
+import json, sys, collections
+c = collections.Counter(); bad = []
+for line in open("build-gpu/meson-logs/testlog.json"):
+    r = json.loads(line); c[r["result"]] += 1
+    if r["result"] not in ("OK", "SKIP", "EXPECTEDFAIL"): bad.append(f'{r["name"]} ({r["result"]})')
+print("tests:", dict(c)); [print("  not ok:", b) for b in bad[:40]]
+PY
+    cp build-gpu/meson-logs/testlog.txt "$out/testlog.txt" 2>/dev/null
+    summary+=("$(head -1 "$out/tests-summary.txt")") ;;
+  sanitize)
+    for t in build-gpu/test/gpu/*; do
+      [ -x "$t" ] && [ -f "$t" ] || continue
+      PA_GPU_TEST_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 9 "$t" >"$out/sanitize-$(basename "$t").log" 2>&1
+      summary+=("memcheck $(basename "$t"): rc=$? $(grep -c 'Invalid' "$out/sanitize-$(basename "$t").log") invalid accesses")
+    done ;;
+  bench)
+    for b in build-gpu/bench/pa_bench_*; do
+      [ -x "$b" ] || continue
+      "$b" --quick >"$out/bench-$(basename "$b").txt" 2>&1; summary+=("bench $(basename "$b"): rc=$?")
+    done ;;
+  anchors)
+    python3 bench/anchors.py --quick >"$out/anchors.txt" 2>&1; summary+=("anchors: rc=$?") ;;
+  esac
+done
+printf '%s\n' "${summary[@]}"
+for f in "$out"/bench-*.txt "$out/anchors.txt"; do [ -f "$f" ] && { echo "== $f"; tail -25 "$f"; }; done
