@@ -1,0 +1,228 @@
+/* Attention of doc/semantics.md from the (already written) cache. Per sequence and KV head, the
+ * keys the sequence's tokens can reach are dequantized once into fp32 rows; every query head of the
+ * GQA group and every token of the sequence then reads those rows. Dot products, softmax sums and
+ * the output accumulate in fp64. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host_numeric.h"
+#include "reference.h"
+
+/* The keys one sequence reads, dequantized for one KV head. */
+typedef struct key_rows {
+  int64_t begin, end;   /* key positions [begin, end) */
+  float *keys;          /* (end - begin) * head_size */
+  float *values;        /* (end - begin) rows of value_stride floats; aliases keys in LATENT */
+  int64_t value_stride;
+  uint8_t *mapped;      /* per key: its block is mapped */
+} key_rows;
+
+/* Scratch that grows to the largest sequence seen. */
+typedef struct scratch {
+  int64_t capacity; /* keys */
+  float *keys, *values, *scores;
+  uint8_t *mapped, *admitted;
+  double *accumulator; /* v_head_size */
+} scratch;
+
+static int scratch_reserve(scratch *s, int64_t keys, const pa__problem *p) {
+  if (keys <= s->capacity) return 1;
+  size_t n = (size_t)keys;
+  float *k = realloc(s->keys, n * (size_t)p->head_size * sizeof *k);
+  if (k) s->keys = k;
+  float *v = realloc(s->values, n * (size_t)p->v_head_size * sizeof *v);
+  if (v) s->values = v;
+  float *sc = realloc(s->scores, n * sizeof *sc);
+  if (sc) s->scores = sc;
+  uint8_t *m = realloc(s->mapped, n);
+  if (m) s->mapped = m;
+  uint8_t *a = realloc(s->admitted, n);
+  if (a) s->admitted = a;
+  if (!k || !v || !sc || !m || !a) return 0;
+  s->capacity = keys;
+  return 1;
+}
+
+static void scratch_free(scratch *s) {
+  free(s->keys);
+  free(s->values);
+  free(s->scores);
+  free(s->mapped);
+  free(s->admitted);
+  free(s->accumulator);
+}
+
+/* Dequantizes channels [0, channels) of KV head kv_head of cache row `slot` into dst. */
+static void load_cache_row(float *dst, const void *cache, pa_dtype cache_dtype, pa_quant_type quant,
+                           const float *scale, const pa__problem *p, int64_t slot, int32_t kv_head,
+                           int32_t channels) {
+  int64_t base = slot * pa__kv_row_elems(p) + (int64_t)kv_head * p->head_size;
+  for (int32_t c = 0; c < channels; c++)
+    dst[c] = pa__load_as_float(cache_dtype, cache, base + c) *
+             pa__ref_cache_scale(scale, quant, kv_head, p->head_size, c);
+}
+
+static void gather_keys(key_rows *rows, const pa__ref_call *call, int32_t b, int32_t kv_head) {
+  const pa__problem *p = call->p;
+  const pa__io *io = &call->io;
+  int latent = p->input_mode == PA__MODE_LATENT;
+  for (int64_t k = rows->begin; k < rows->end; k++) {
+    int64_t i = k - rows->begin;
+    int64_t block_id =
+        io->block_table[(int64_t)b * p->max_blocks_per_seq + k / p->block_size];
+    rows->mapped[i] = block_id >= 0 && block_id < p->num_blocks;
+    if (!rows->mapped[i]) continue;
+    int64_t slot = block_id * p->block_size + k % p->block_size;
+    load_cache_row(rows->keys + i * p->head_size, io->key_cache, p->k_cache_dtype, p->k_quant,
+                   io->k_scale, p, slot, kv_head, p->head_size);
+    if (!latent)
+      load_cache_row(rows->values + i * p->head_size, io->value_cache, p->v_cache_dtype, p->v_quant,
+                     io->v_scale, p, slot, kv_head, p->head_size);
+  }
+}
+
+static float softcapped(float s, float softcap) {
+  return softcap > 0.0f ? softcap * tanhf(s / softcap) : s;
+}
+
+/* Scores, softmax and output of one (token, query head). Writes the output row's head slice and,
+ * when requested, output_qk entries of admitted keys (the rest keep their -inf / 0 fill). */
+static void attend_one_head(const pa__ref_call *call, const key_rows *rows, scratch *s, int64_t t,
+                            int32_t b, int32_t h, int64_t first_key, int64_t end_key) {
+  const pa__problem *p = call->p;
+  const pa__io *io = &call->io;
+  const float *q = call->q + (t * p->num_heads + h) * p->head_size;
+  int64_t j = t - io->cu_seqlens[b];
+  int has_sink = p->has_head_sink;
+  float sink = has_sink ? pa__load_as_float(p->dtype, io->head_sink, h) : 0.0f;
+  double max_logit = has_sink ? (double)sink : -INFINITY;
+  int64_t admitted_count = 0;
+
+  for (int64_t k = first_key; k < end_key; k++) {
+    int64_t i = k - rows->begin;
+    s->admitted[i] = rows->mapped[i];
+    if (p->has_bias && (j >= p->bias_q_capacity || k >= p->bias_kv_capacity)) s->admitted[i] = 0;
+    if (!s->admitted[i]) continue;
+    const float *key = rows->keys + i * p->head_size;
+    double dot = 0.0;
+    for (int32_t c = 0; c < p->head_size; c++) dot += (double)q[c] * key[c];
+    float logit = softcapped(p->scale * (float)dot, p->softcap);
+    if (p->has_bias) {
+      int64_t bias_b = p->bias_batch == 1 ? 0 : b;
+      int64_t bias_h = p->bias_heads == 1 ? 0 : h;
+      int64_t at = ((bias_b * p->bias_heads + bias_h) * p->bias_q_capacity + j) *
+                       p->bias_kv_capacity + k;
+      logit += pa__load_as_float(p->dtype, io->attention_bias, at);
+    }
+    s->scores[i] = logit;
+    if (logit > max_logit) max_logit = logit;
+    admitted_count++;
+  }
+  /* no admitted key, or none with a finite logit (every bias -inf, no sink): a zero row */
+  if (admitted_count == 0 || max_logit == -INFINITY) return;
+
+  double denominator = has_sink ? exp((double)sink - max_logit) : 0.0;
+  for (int64_t k = first_key; k < end_key; k++)
+    if (s->admitted[k - rows->begin])
+      denominator += exp((double)s->scores[k - rows->begin] - max_logit);
+
+  int32_t dv = p->v_head_size;
+  memset(s->accumulator, 0, (size_t)dv * sizeof *s->accumulator);
+  for (int64_t k = first_key; k < end_key; k++) {
+    int64_t i = k - rows->begin;
+    if (!s->admitted[i]) continue;
+    double probability = exp((double)s->scores[i] - max_logit) / denominator;
+    const float *value = rows->values + i * rows->value_stride;
+    for (int32_t c = 0; c < dv; c++) s->accumulator[c] += probability * value[c];
+    if (p->qk_output && k < p->qk_capacity)
+      pa__store_from_float(p->qk_dtype, io->output_qk, (h * p->token_count + t) * p->qk_capacity + k,
+                           p->qk_output == 1 ? s->scores[i] : (float)probability);
+  }
+  int64_t out_at = (t * p->num_heads + h) * dv;
+  for (int32_t c = 0; c < dv; c++)
+    pa__store_from_float(p->dtype, io->output, out_at + c, (float)s->accumulator[c]);
+}
+
+/* Zero output rows; output_qk filled with -inf (scores) or 0 (probabilities). */
+static void fill_outputs(const pa__ref_call *call) {
+  const pa__problem *p = call->p;
+  memset(call->io.output, 0,
+         (size_t)p->token_count * (size_t)pa__out_row_elems(p) * pa_dtype_size(p->dtype));
+  if (!p->qk_output) return;
+  float fill = p->qk_output == 1 ? -INFINITY : 0.0f;
+  int64_t count = (int64_t)p->num_heads * p->token_count * p->qk_capacity;
+  for (int64_t i = 0; i < count; i++) pa__store_from_float(p->qk_dtype, call->io.output_qk, i, fill);
+}
+
+/* Whether token t is one of sequence b's (cu ranges may overlap when cu is not monotonic). */
+static int owns(const pa__ref_call *call, int64_t t, int32_t b) {
+  return call->sequence_of_token[t] == b;
+}
+
+static pa_status attend_sequence(const pa__ref_call *call, scratch *s, int32_t b) {
+  const pa__problem *p = call->p;
+  const int32_t *cu = call->io.cu_seqlens;
+  int64_t token_begin = cu[b] > 0 ? cu[b] : 0;
+  int64_t token_end = cu[b + 1] < p->token_count ? cu[b + 1] : p->token_count;
+  int64_t kv_len = (int64_t)call->io.past_seqlens[b] + ((int64_t)cu[b + 1] - cu[b]);
+  int64_t table_reach = (int64_t)p->max_blocks_per_seq * p->block_size;
+  int64_t reach = kv_len < table_reach ? kv_len : table_reach; /* keys beyond are unmapped */
+
+  /* the union of the tokens' admitted ranges */
+  int64_t lowest_position = INT64_MAX, highest_position = INT64_MIN;
+  for (int64_t t = token_begin; t < token_end; t++) {
+    if (!owns(call, t, b)) continue;
+    int64_t position = call->position_of_token[t];
+    if (position < lowest_position) lowest_position = position;
+    if (position > highest_position) highest_position = position;
+  }
+  if (highest_position == INT64_MIN) return PA_SUCCESS; /* no token */
+  key_rows rows;
+  rows.begin = 0;
+  rows.end = reach;
+  if (p->is_causal) {
+    if (highest_position < rows.end) rows.end = highest_position + 1;
+    if (p->window > 0 && lowest_position - p->window + 1 > 0)
+      rows.begin = lowest_position - p->window + 1;
+  }
+  if (rows.end <= rows.begin) return PA_SUCCESS;
+  if (!scratch_reserve(s, rows.end - rows.begin, p))
+    return pa__fail(PA_ERROR_OUT_OF_MEMORY, "reference: host scratch for %lld keys",
+                    (long long)(rows.end - rows.begin));
+  rows.keys = s->keys;
+  rows.mapped = s->mapped;
+  int latent = p->input_mode == PA__MODE_LATENT;
+  rows.values = latent ? s->keys : s->values;
+  rows.value_stride = p->head_size;
+
+  for (int32_t kv_head = 0; kv_head < p->kv_num_heads; kv_head++) {
+    gather_keys(&rows, call, b, kv_head);
+    for (int64_t t = token_begin; t < token_end; t++) {
+      if (!owns(call, t, b)) continue;
+      int64_t position = call->position_of_token[t];
+      int64_t first_key = 0, end_key = reach;
+      if (p->is_causal) {
+        if (position + 1 < end_key) end_key = position + 1;
+        if (p->window > 0 && position - p->window + 1 > first_key)
+          first_key = position - p->window + 1;
+      }
+      for (int32_t g = 0; g < p->group_size; g++)
+        attend_one_head(call, &rows, s, t, b, kv_head * p->group_size + g, first_key, end_key);
+    }
+  }
+  return PA_SUCCESS;
+}
+
+pa_status pa__ref_attention(const pa__ref_call *call) {
+  const pa__problem *p = call->p;
+  fill_outputs(call);
+  scratch s;
+  memset(&s, 0, sizeof s);
+  s.accumulator = malloc((size_t)p->v_head_size * sizeof *s.accumulator);
+  pa_status st = s.accumulator ? PA_SUCCESS
+                               : pa__fail(PA_ERROR_OUT_OF_MEMORY, "reference: host scratch");
+  for (int32_t b = 0; b < p->batch_size && st == PA_SUCCESS; b++) st = attend_sequence(call, &s, b);
+  scratch_free(&s);
+  return st;
+}
