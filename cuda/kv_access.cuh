@@ -1,0 +1,162 @@
+// The paged-KV accessor: the one place that knows how a key position becomes cache bytes.
+// Every kernel that reads the cache (DECODE, UNFUSED's gather, PREFILL) goes through it, so the
+// block-table lookup, the unmapped-block rule and the dequantization exist once (doc/semantics.md,
+// "Attention"; contract §4).
+//
+// Cache layout (NHD): key_cache / value_cache are (num_blocks, block_size, kv_num_heads, head_size)
+// of the cache element type C (T itself, int8_t or fp8_e4m3 from numeric.cuh). Key position k of a
+// sequence lives in physical block block_table_row[k / block_size], row k % block_size.
+//
+// Usage, per key (the gather pattern):
+//   paged_kv_layout kv = paged_kv_layout_of(problem);          // host side, passed by value
+//   const int32_t *table_row = block_table + (int64_t)seq * kv.max_blocks_per_seq;
+//   int32_t block_id = kv_block_id(kv, table_row, key);
+//   if (block_id < 0) { /* unmapped: masked, never read */ }
+//   const C *row = kv_row(cache, kv, block_id, key, kv_head);   // head_size elements
+//   float x[8];
+//   load_dequant8(row, channel, scale, quant, kv_head, kv.head_size, x);  // channel % 8 == 0
+// Kernels that feed tensor cores keep raw codes instead (exact in T, see cache_pair_to_t2) and fold
+// the scales into Q and the output.
+#pragma once
+
+#include <stdint.h>
+
+#include "numeric.cuh"
+#include "problem.h"
+
+namespace pa {
+namespace detail {
+
+// Static geometry of one cache, copied into kernel parameters.
+struct paged_kv_layout {
+  int64_t num_blocks;
+  int32_t block_size;          // a power of two >= 16
+  int32_t block_shift;         // log2(block_size)
+  int32_t max_blocks_per_seq;  // block_table.dims[1]
+  int32_t kv_num_heads;
+  int32_t head_size;           // elements per (token, head) row
+};
+
+inline paged_kv_layout paged_kv_layout_of(const pa__problem &p) {
+  paged_kv_layout kv;
+  kv.num_blocks = p.num_blocks;
+  kv.block_size = p.block_size;
+  kv.block_shift = 0;
+  while ((1 << kv.block_shift) < p.block_size) kv.block_shift++;
+  kv.max_blocks_per_seq = p.max_blocks_per_seq;
+  kv.kv_num_heads = p.kv_num_heads;
+  kv.head_size = p.head_size;
+  return kv;
+}
+
+// The physical block of key position `key` in a sequence whose block-table row is table_row, or -1
+// when the key is unmapped: key < 0, key / block_size >= max_blocks_per_seq, or a block id outside
+// [0, num_blocks) (-1 and any other). An unmapped key must be masked and never dereferenced.
+__device__ __forceinline__ int32_t kv_block_id(const paged_kv_layout &kv, const int32_t *table_row,
+                                               int64_t key) {
+  if (key < 0) return -1;
+  int64_t logical_block = key >> kv.block_shift;
+  if (logical_block >= kv.max_blocks_per_seq) return -1;
+  int32_t block_id = __ldg(table_row + logical_block);
+  return (block_id >= 0 && block_id < kv.num_blocks) ? block_id : -1;
+}
+
+// Element offset of the (key, kv_head) row inside the cache; block_id must be mapped (>= 0).
+__device__ __forceinline__ int64_t kv_row_offset(const paged_kv_layout &kv, int32_t block_id,
+                                                 int64_t key, int kv_head) {
+  int64_t slot = ((int64_t)block_id << kv.block_shift) + (key & (kv.block_size - 1));
+  return (slot * kv.kv_num_heads + kv_head) * kv.head_size;
+}
+
+template <typename C>
+__device__ __forceinline__ const C *kv_row(const C *cache, const paged_kv_layout &kv,
+                                           int32_t block_id, int64_t key, int kv_head) {
+  return cache + kv_row_offset(kv, block_id, key, kv_head);
+}
+
+// ---- conversions of cached elements ------------------------------------------------------------
+
+// Two cached elements as a packed pair of T (low half = first), the layout mma.sync operands use.
+// Exact for every cache type: int8 codes and e4m3 values are representable in fp16 and bf16, so
+// the scale is applied elsewhere, in fp32.
+template <typename T> __device__ __forceinline__ uint32_t pack_t2(float lo, float hi);
+template <> __device__ __forceinline__ uint32_t pack_t2<__half>(float lo, float hi) {
+  __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t *>(&v);
+}
+template <> __device__ __forceinline__ uint32_t pack_t2<__nv_bfloat16>(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t *>(&v);
+}
+
+template <typename T, typename C> struct cache_pair;
+// Unquantized: the cache already holds T; two adjacent elements are one 32-bit word.
+template <typename T> struct cache_pair<T, T> {
+  __device__ static __forceinline__ uint32_t adjacent(const T *p) {
+    return *reinterpret_cast<const uint32_t *>(p);
+  }
+  __device__ static __forceinline__ uint32_t of(T lo, T hi) {
+    uint16_t l = *reinterpret_cast<const uint16_t *>(&lo), h = *reinterpret_cast<const uint16_t *>(&hi);
+    return (uint32_t)l | ((uint32_t)h << 16);
+  }
+};
+template <typename T> struct cache_pair<T, int8_t> {
+  __device__ static __forceinline__ uint32_t of(int8_t lo, int8_t hi) {
+    return pack_t2<T>((float)lo, (float)hi);
+  }
+  __device__ static __forceinline__ uint32_t adjacent(const int8_t *p) {
+    char2 v = *reinterpret_cast<const char2 *>(p);
+    return of((int8_t)v.x, (int8_t)v.y);
+  }
+};
+template <typename T> struct cache_pair<T, fp8_e4m3> {
+  __device__ static __forceinline__ uint32_t adjacent(const fp8_e4m3 *p) {
+    __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(*reinterpret_cast<const __nv_fp8x2_storage_t *>(p),
+                                               __NV_E4M3);
+    if constexpr (dtype_of<T>::value == PA_DTYPE_FLOAT16) {
+      return (uint32_t)h.x | ((uint32_t)h.y << 16);
+    } else {
+      __half2 v = *reinterpret_cast<__half2 *>(&h);
+      float2 f = __half22float2(v);
+      return pack_t2<T>(f.x, f.y);
+    }
+  }
+  __device__ static __forceinline__ uint32_t of(fp8_e4m3 lo, fp8_e4m3 hi) {
+    fp8_e4m3 two[2] = {lo, hi};
+    return adjacent(two);
+  }
+};
+
+// Two adjacent cached elements (p 2-element aligned) as a packed T pair of raw values / codes.
+template <typename T, typename C> __device__ __forceinline__ uint32_t cache_pair_to_t2(const C *p) {
+  return cache_pair<T, C>::adjacent(p);
+}
+// Two elements from different rows (the transposed operand of P·V) as a packed T pair.
+template <typename T, typename C> __device__ __forceinline__ uint32_t cache_two_to_t2(C lo, C hi) {
+  return cache_pair<T, C>::of(lo, hi);
+}
+
+// Eight consecutive cached elements starting at channel `channel` (a multiple of 8) of a row,
+// dequantized to fp32 exactly as doc/semantics.md says: q * s, s per tensor or per channel
+// (cache_scale in numeric.cuh), the raw value when the cache is unquantized. One 16-byte load for a
+// 16-bit cache, one 8-byte load for an 8-bit one.
+template <typename C>
+__device__ __forceinline__ void load_dequant8(const C *row, int channel, const float *scale,
+                                              pa_quant_type quant, int kv_head, int head_size,
+                                              float (&out)[8]) {
+  C elems[8];
+  if constexpr (sizeof(C) == 2) {
+    *reinterpret_cast<uint4 *>(elems) = *reinterpret_cast<const uint4 *>(row + channel);
+  } else {
+    *reinterpret_cast<uint2 *>(elems) = *reinterpret_cast<const uint2 *>(row + channel);
+  }
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    float x = to_float(elems[i]);
+    out[i] = is_quantized<C>::value ? x * cache_scale(scale, quant, kv_head, head_size, channel + i)
+                                    : x;
+  }
+}
+
+}  // namespace detail
+}  // namespace pa
