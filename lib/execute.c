@@ -115,7 +115,8 @@ pa_status pa_execute(const pa_plan *plan, const void *const inputs[PA_NUM_INPUTS
 
   pa__io io = pa__io_from(&plan->problem, inputs, outputs);
   if (ws->q_bytes) {
-    io.q_attn = (char *)workspace + ws->q_offset;
+    io.q_staged = (char *)workspace + ws->q_offset;
+    io.q_attn = io.q_staged;
     io.q_attn_row_stride = pa__q_row_elems(&plan->problem);
   }
   io.backend_workspace = ws->backend_bytes ? (char *)workspace + ws->backend_offset : NULL;

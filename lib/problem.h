@@ -108,6 +108,7 @@ typedef struct pa__io {
   /* Q as attention reads it: the staged workspace copy or the query input itself */
   const void *q_attn;
   int64_t q_attn_row_stride; /* elements between tokens in q_attn */
+  void *q_staged;            /* where the prologue writes Q (== q_attn) when staged, else NULL */
   void *backend_workspace;   /* the backend's region, backend_bytes long */
 } pa__io;
 
