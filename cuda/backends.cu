@@ -2,7 +2,10 @@
 #include "internal.h"
 
 extern "C" {
+extern const pa__backend_ops pa__unfused_backend;  // the fallback: serves everything, so last
+
 const pa__backend_ops *const pa__gpu_backends[] = {
+    &pa__unfused_backend,
     nullptr,
 };
 }
