@@ -27,9 +27,9 @@ int main(void) { /* one sequence, 3 new tokens, 4 query heads over 2 KV heads of
   void *outputs[PA_NUM_OUTPUTS] = {out};
   if (st == PA_SUCCESS) st = pa_execute_reference(plan, inputs, outputs);
   char msg[256];
-  pa_last_error_message(msg, sizeof msg);
+  pa_last_error_message(msg, sizeof msg); /* "" after a success */
   union { uint32_t bits; float value; } first = {(uint32_t)out[0] << 16}; /* bf16 -> float */
-  printf("%s %s; output[0][0] = %.4f\n", pa_status_string(st), msg, first.value);
+  printf("%s%s%s, output[0][0] = %.4f\n", pa_status_string(st), *msg ? ": " : "", msg, first.value);
   pa_plan_destroy(plan);
   return st != PA_SUCCESS;
 }

@@ -40,8 +40,8 @@ int main(void) {
   if (st == PA_SUCCESS) st = pa_execute_reference(plan, inputs, outputs);
   char message[256];
   pa_last_error_message(message, sizeof message);
-  printf("libpagedattn %d.%d.%d (static): %s %s\n", PA_VERSION_MAJOR, PA_VERSION_MINOR,
-         PA_VERSION_PATCH, pa_status_string(st), message);
+  printf("libpagedattn %d.%d.%d (static): %s%s%s\n", PA_VERSION_MAJOR, PA_VERSION_MINOR,
+         PA_VERSION_PATCH, pa_status_string(st), *message ? ": " : "", message);
   pa_plan_destroy(plan);
   return st != PA_SUCCESS;
 }
