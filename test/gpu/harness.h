@@ -69,7 +69,9 @@ typedef enum gpu_slots {
 typedef enum gpu_bias {
   GPU_BIAS_NONE = 0,
   GPU_BIAS_FULL,      /* (batch_size, num_heads, Q capacity, KV capacity) */
-  GPU_BIAS_BROADCAST  /* (1, 1, Q capacity, KV capacity) */
+  GPU_BIAS_BROADCAST, /* (1, 1, Q capacity, KV capacity) */
+  GPU_BIAS_PER_HEAD,  /* (1, num_heads, Q capacity, KV capacity) */
+  GPU_BIAS_PER_BATCH  /* (batch_size, 1, Q capacity, KV capacity) */
 } gpu_bias;
 
 /* attention_metadata (the two host bounds). */
@@ -116,7 +118,8 @@ typedef struct gpu_case {
   /* paged cache */
   int32_t block_size;              /* required, power of two >= 16 */
   int32_t blocks_per_seq;          /* block_table.shape[1]; 0 = just enough (+1 spare column) */
-  int32_t num_blocks;              /* 0 = every table entry gets its own block, plus 3 spare */
+  int32_t num_blocks;              /* 0 = every table entry gets its own block, plus 3 spare; never
+                                      less than that (blocks are not shared between sequences) */
   int32_t shuffled_blocks;         /* block ids a random permutation instead of 0, 1, 2, ... */
   int32_t unmapped_blocks;         /* about 1 in 8 table entries is -1 or >= num_blocks */
 
@@ -147,6 +150,10 @@ int gpu_available(void);
 
 /* The run's seed: PA_TEST_SEED from the environment, else time-based. Printed once to stderr. */
 unsigned gpu_test_seed(void);
+
+/* 1 when PA_GPU_TEST_QUICK=1 (tools/gpu-check.sh sets it under compute-sanitizer): tests should then
+ * run a reduced matrix. */
+int gpu_test_quick(void);
 
 /* Plans c (forcing backend unless PA_BACKEND_AUTO), runs pa_execute once (eager) and the reference,
  * and compares. */

@@ -1,0 +1,934 @@
+/* The GPU test harness (see harness.h): seeded inputs, pa_execute against pa_execute_reference on
+ * host copies of the same inputs, and the comparisons of testing.md. */
+#include "harness.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+
+#include "internal.h"
+
+/* ---- random numbers ------------------------------------------------------------------------- */
+
+typedef struct rng {
+  uint64_t state;
+} rng;
+
+static uint64_t rng_next(rng *r) {
+  uint64_t z = (r->state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+/* Uniform in [lo, hi). */
+static float rng_uniform(rng *r, float lo, float hi) {
+  return lo + (hi - lo) * (float)((rng_next(r) >> 40) * (1.0 / 16777216.0));
+}
+/* Uniform integer in [0, n). */
+static int32_t rng_below(rng *r, int32_t n) { return n > 0 ? (int32_t)(rng_next(r) % (uint64_t)n) : 0; }
+
+/* ---- host element conversions (independent of the library's) --------------------------------- */
+
+static uint16_t float_to_half_bits(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  int32_t biased = (int32_t)((x >> 23) & 0xff);
+  uint32_t mant = x & 0x7fffffu;
+  if (biased == 0xff) return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
+  int32_t exp = biased - 127 + 15;
+  if (exp >= 31) return (uint16_t)(sign | 0x7c00u);
+  if (exp <= 0) { /* subnormal half: value = m * 2^-24 */
+    if (exp < -10) return (uint16_t)sign;
+    mant |= 0x800000u;
+    uint32_t shift = (uint32_t)(14 - exp);
+    uint32_t m = mant >> shift, rem = mant & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (m & 1))) m++;
+    return (uint16_t)(sign | m);
+  }
+  uint32_t h = sign | ((uint32_t)exp << 10) | (mant >> 13);
+  uint32_t rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++; /* a carry into the exponent is right */
+  return (uint16_t)h;
+}
+static float half_bits_to_float(uint16_t h) {
+  int exp = (h >> 10) & 0x1f;
+  uint32_t mant = h & 0x3ffu;
+  float v;
+  if (exp == 0) v = ldexpf((float)mant, -24);
+  else if (exp == 31) v = mant ? NAN : INFINITY;
+  else v = ldexpf((float)(mant | 0x400u), exp - 25);
+  return (h & 0x8000u) ? -v : v;
+}
+static uint16_t float_to_bf16_bits(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  x += 0x7fffu + ((x >> 16) & 1); /* round to nearest even; inputs here are finite */
+  return (uint16_t)(x >> 16);
+}
+static float bf16_bits_to_float(uint16_t b) {
+  uint32_t x = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+static float e4m3_to_float(uint8_t b) {
+  int exp = (b >> 3) & 0xf, mant = b & 7;
+  float v = (b & 0x7f) == 0x7f ? NAN
+            : exp == 0         ? ldexpf((float)mant, -9)
+                               : ldexpf((float)(8 + mant), exp - 10);
+  return (b & 0x80) ? -v : v;
+}
+
+/* Element access by dtype (the 16-bit types and fp32; 8-bit caches are compared as codes). */
+static float load_elem(pa_dtype t, const void *base, size_t i) {
+  switch (t) {
+  case PA_DTYPE_FLOAT16: return half_bits_to_float(((const uint16_t *)base)[i]);
+  case PA_DTYPE_BFLOAT16: return bf16_bits_to_float(((const uint16_t *)base)[i]);
+  case PA_DTYPE_FLOAT32: return ((const float *)base)[i];
+  case PA_DTYPE_INT8: return (float)((const int8_t *)base)[i];
+  case PA_DTYPE_FLOAT8_E4M3FN: return e4m3_to_float(((const uint8_t *)base)[i]);
+  default: return NAN;
+  }
+}
+static void store_elem(pa_dtype t, void *base, size_t i, float v) {
+  if (t == PA_DTYPE_FLOAT16) ((uint16_t *)base)[i] = float_to_half_bits(v);
+  else if (t == PA_DTYPE_BFLOAT16) ((uint16_t *)base)[i] = float_to_bf16_bits(v);
+  else ((float *)base)[i] = v;
+}
+
+/* Distance in representable steps between two codes of a cache element type: sign-magnitude codes
+ * mapped onto a line (so +0 and -0 coincide); int8 directly. */
+static int64_t code_distance(pa_dtype t, const void *a, const void *b, size_t i) {
+  int64_t x, y;
+  if (t == PA_DTYPE_INT8) {
+    x = ((const int8_t *)a)[i];
+    y = ((const int8_t *)b)[i];
+  } else if (t == PA_DTYPE_FLOAT8_E4M3FN) {
+    uint8_t u = ((const uint8_t *)a)[i], v = ((const uint8_t *)b)[i];
+    x = (u & 0x80) ? -(int64_t)(u & 0x7f) : (int64_t)u;
+    y = (v & 0x80) ? -(int64_t)(v & 0x7f) : (int64_t)v;
+  } else {
+    uint16_t u = ((const uint16_t *)a)[i], v = ((const uint16_t *)b)[i];
+    x = (u & 0x8000) ? -(int64_t)(u & 0x7fff) : (int64_t)u;
+    y = (v & 0x8000) ? -(int64_t)(v & 0x7fff) : (int64_t)v;
+  }
+  return x > y ? x - y : y - x;
+}
+
+/* ---- environment ---------------------------------------------------------------------------- */
+
+int gpu_available(void) {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+unsigned gpu_test_seed(void) {
+  const char *env = getenv("PA_TEST_SEED");
+  unsigned seed = env && *env ? (unsigned)strtoul(env, NULL, 0) : (unsigned)time(NULL);
+  fprintf(stderr, "gpu tests: seed %u (set PA_TEST_SEED=%u to repeat)\n", seed, seed);
+  return seed;
+}
+
+int gpu_test_quick(void) {
+  const char *env = getenv("PA_GPU_TEST_QUICK");
+  return env && strcmp(env, "1") == 0;
+}
+
+static int verbose(void) {
+  const char *env = getenv("PA_TEST_VERBOSE");
+  return env && strcmp(env, "1") == 0;
+}
+
+gpu_case gpu_case_default(const char *name) {
+  gpu_case c;
+  memset(&c, 0, sizeof c);
+  c.name = name;
+  c.num_heads = 32;
+  c.kv_num_heads = 8;
+  c.head_size = 128;
+  c.dtype = PA_DTYPE_FLOAT16;
+  c.block_size = 16;
+  c.batch_size = 3;
+  c.max_q_len = 1;
+  c.max_past_len = 40;
+  return c;
+}
+
+/* ---- the fixture: one case's inputs on host and device -------------------------------------- */
+
+typedef struct fixture {
+  gpu_case c;  /* defaults resolved */
+  const char *name;
+  unsigned seed;
+  rng r;
+  int steps;
+  int32_t B, M, num_blocks, rotary_rows, bias_q_cap, bias_kv_cap;
+  int32_t spare_block; /* a block id in no table entry */
+  int64_t N, tokens_in_batch; /* token_count and cu[B] */
+  int64_t qk_capacity;
+  int32_t v_head_size, row_heads; /* row_heads: heads per query row (H + 2Hk when packed) */
+  int32_t *q_lens, *past0;        /* past0: past lengths at step 0 */
+  int32_t metadata[2];
+  pa_attributes attrs;
+  pa_tensor_desc in_desc[PA_NUM_INPUTS], out_desc[PA_NUM_OUTPUTS];
+  size_t in_bytes[PA_NUM_INPUTS], out_bytes[PA_NUM_OUTPUTS];
+  void *h_in[PA_NUM_INPUTS], *d_in[PA_NUM_INPUTS];
+  void *h_out[PA_NUM_OUTPUTS], *d_out[PA_NUM_OUTPUTS]; /* output and output_qk; caches alias */
+  void *gpu_out[PA_NUM_OUTPUTS];                       /* the GPU's results, downloaded */
+  void *cache_start[2], *gpu_cache[2];                 /* key, value: at step start; GPU's after */
+  unsigned char *written;                              /* per slot: written in this step */
+  pa_plan *plan;
+  void *workspace;
+  size_t workspace_bytes;
+  cudaStream_t stream;
+} fixture;
+
+static const char *const input_names[PA_NUM_INPUTS] = {
+    "query", "key", "value", "key_cache", "value_cache", "cumulative_sequence_length",
+    "past_seqlens", "block_table", "cos_cache", "sin_cache", "slot_mapping", "head_sink",
+    "q_norm_weight", "k_norm_weight", "k_scale", "v_scale", "attention_metadata",
+    "query_positions", "attention_bias"};
+
+static pa_tensor_desc desc(pa_dtype t, int rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3) {
+  pa_tensor_desc d = {t, rank, {d0, d1, d2, d3}};
+  return d;
+}
+static size_t desc_bytes(const pa_tensor_desc *d) {
+  if (d->dtype == PA_DTYPE_UNDEFINED) return 0;
+  size_t n = pa_dtype_size(d->dtype);
+  for (int i = 0; i < d->rank; i++) n *= (size_t)d->dims[i];
+  return n;
+}
+static int is_quantized(pa_dtype t) { return t == PA_DTYPE_INT8 || t == PA_DTYPE_FLOAT8_E4M3FN; }
+static int latent(const fixture *f) { return f->c.layout == PA_KV_CACHE_LAYOUT_LATENT; }
+
+static int fail(const fixture *f, int step, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static int fail(const fixture *f, int step, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "FAIL %s (seed %u, step %d): ", f->name, f->seed, step);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  return GPU_FAIL;
+}
+
+static int cuda_ok(const fixture *f, cudaError_t e, const char *what) {
+  if (e == cudaSuccess) return 1;
+  fail(f, -1, "%s: %s", what, cudaGetErrorString(e));
+  return 0;
+}
+
+/* Resolves defaults and derived sizes; fills lengths, attributes and descriptors. */
+static void fixture_shape(fixture *f, int steps) {
+  gpu_case *c = &f->c;
+  if (!c->dtype) c->dtype = PA_DTYPE_FLOAT16;
+  if (!c->cache_dtype) c->cache_dtype = c->dtype;
+  if (latent(f)) {
+    c->kv_num_heads = 1;
+    c->packed = 0;
+  }
+  if (is_quantized(c->cache_dtype)) {
+    if (c->k_quant == PA_QUANT_NONE) c->k_quant = PA_QUANT_PER_TENSOR;
+    if (c->v_quant == PA_QUANT_NONE && !latent(f)) c->v_quant = PA_QUANT_PER_TENSOR;
+  }
+  if (latent(f)) c->v_quant = PA_QUANT_NONE;
+  if (!c->max_q_len) c->max_q_len = 1;
+  if (!c->qk_dtype) c->qk_dtype = PA_DTYPE_FLOAT32;
+  if (c->rotary && !c->rotary_dim) c->rotary_dim = c->head_size - c->rotary_offset;
+  f->v_head_size = latent(f) && c->v_head_size ? c->v_head_size : c->head_size;
+  f->row_heads = c->packed ? c->num_heads + 2 * c->kv_num_heads : c->num_heads;
+  f->steps = steps;
+
+  int32_t B = f->B = c->batch_size;
+  f->q_lens = calloc((size_t)B, sizeof(int32_t));
+  f->past0 = calloc((size_t)B, sizeof(int32_t));
+  int32_t max_q = 0, max_kv = 0;
+  f->tokens_in_batch = 0;
+  for (int32_t b = 0; b < B; b++) {
+    int32_t q = c->q_lens ? c->q_lens[b]
+                : (c->zero_q_lens && rng_below(&f->r, 4) == 0) ? 0
+                : 1 + rng_below(&f->r, c->max_q_len);
+    int32_t past = c->past_lens ? c->past_lens[b] : rng_below(&f->r, c->max_past_len + 1);
+    f->q_lens[b] = q;
+    f->past0[b] = past;
+    f->tokens_in_batch += q;
+    if (q > max_q) max_q = q;
+    int32_t final_kv = past + steps * q;
+    if (final_kv > max_kv) max_kv = final_kv;
+  }
+  f->N = f->tokens_in_batch + c->extra_tokens;
+  f->M = c->blocks_per_seq ? c->blocks_per_seq : (max_kv + c->block_size - 1) / c->block_size + 1;
+  f->num_blocks = B * f->M + 3;
+  if (c->num_blocks > f->num_blocks) f->num_blocks = c->num_blocks;
+  f->rotary_rows = c->rotary_positions ? c->rotary_positions : max_kv + 1;
+  f->bias_q_cap = max_q > 0 ? max_q : 1;
+  f->bias_kv_cap = max_kv > 0 ? max_kv : 1;
+  f->qk_capacity = max_kv + 3;
+  f->metadata[0] = c->metadata == GPU_METADATA_LOOSE ? max_q + 5 : max_q;
+  f->metadata[1] = c->metadata == GPU_METADATA_LOOSE ? max_kv * 2 + 17 : max_kv;
+
+  pa_attributes *a = &f->attrs;
+  pa_attributes_init(a);
+  a->num_heads = c->num_heads;
+  a->kv_num_heads = c->kv_num_heads;
+  a->scale = c->scale;
+  if (a->scale == 0 && f->v_head_size != c->head_size) a->scale = 1.0f / sqrtf((float)c->head_size);
+  a->softcap = c->softcap;
+  a->local_window_size = c->window ? c->window : -1;
+  a->do_rotary = c->rotary;
+  a->rotary_interleaved = c->rotary_interleaved;
+  a->qk_norm_epsilon = c->qk_norm_epsilon;
+  a->k_quant_type = c->k_quant;
+  a->v_quant_type = c->v_quant;
+  a->v_head_size = latent(f) ? f->v_head_size : 0;
+  a->rotary_offset = c->rotary_offset;
+  a->kv_cache_layout = c->layout;
+  a->qk_output = c->qk_output;
+  a->is_causal = !c->non_causal;
+
+  const int64_t N = f->N, H = c->num_heads, Hk = c->kv_num_heads, D = c->head_size;
+  const pa_dtype T = c->dtype;
+  pa_tensor_desc *in = f->in_desc;
+  memset(in, 0, sizeof f->in_desc);
+  in[PA_IN_QUERY] = desc(T, 2, N, f->row_heads * D, 0, 0);
+  if (!c->packed) in[PA_IN_KEY] = desc(T, 2, N, Hk * D, 0, 0);
+  if (!c->packed && !latent(f)) in[PA_IN_VALUE] = desc(T, 2, N, Hk * D, 0, 0);
+  in[PA_IN_KEY_CACHE] = desc(c->cache_dtype, 4, f->num_blocks, c->block_size, Hk, D);
+  if (!latent(f)) in[PA_IN_VALUE_CACHE] = in[PA_IN_KEY_CACHE];
+  in[PA_IN_CUMULATIVE_SEQUENCE_LENGTH] = desc(PA_DTYPE_INT32, 1, B + 1, 0, 0, 0);
+  in[PA_IN_PAST_SEQLENS] = desc(PA_DTYPE_INT32, 1, B, 0, 0, 0);
+  in[PA_IN_BLOCK_TABLE] = desc(PA_DTYPE_INT32, 2, B, f->M, 0, 0);
+  if (c->rotary) {
+    in[PA_IN_COS_CACHE] = desc(T, 2, f->rotary_rows, c->rotary_dim / 2, 0, 0);
+    in[PA_IN_SIN_CACHE] = in[PA_IN_COS_CACHE];
+  }
+  if (c->slots != GPU_SLOTS_NONE) in[PA_IN_SLOT_MAPPING] = desc(PA_DTYPE_INT32, 1, N, 0, 0, 0);
+  if (c->head_sink) in[PA_IN_HEAD_SINK] = desc(T, 1, H, 0, 0, 0);
+  if (c->qk_norm) {
+    in[PA_IN_Q_NORM_WEIGHT] = desc(T, 1, D, 0, 0, 0);
+    in[PA_IN_K_NORM_WEIGHT] = in[PA_IN_Q_NORM_WEIGHT];
+  }
+  pa_quant_type quant[2] = {c->k_quant, c->v_quant};
+  for (int kv = 0; kv < 2; kv++) {
+    if (quant[kv] == PA_QUANT_PER_TENSOR)
+      in[PA_IN_K_SCALE + kv] = desc(PA_DTYPE_FLOAT32, 1, 1, 0, 0, 0);
+    else if (quant[kv] == PA_QUANT_PER_CHANNEL)
+      in[PA_IN_K_SCALE + kv] = desc(PA_DTYPE_FLOAT32, 3, Hk, 1, D, 0);
+  }
+  if (c->metadata != GPU_METADATA_NONE)
+    in[PA_IN_ATTENTION_METADATA] = desc(PA_DTYPE_INT32, 1, 2, 0, 0, 0);
+  if (c->query_positions) in[PA_IN_QUERY_POSITIONS] = desc(PA_DTYPE_INT32, 1, N, 0, 0, 0);
+  if (c->bias != GPU_BIAS_NONE)
+    in[PA_IN_ATTENTION_BIAS] =
+        desc(T, 4, c->bias == GPU_BIAS_FULL || c->bias == GPU_BIAS_PER_BATCH ? B : 1,
+             c->bias == GPU_BIAS_FULL || c->bias == GPU_BIAS_PER_HEAD ? H : 1, f->bias_q_cap,
+             f->bias_kv_cap);
+  pa_tensor_desc *out = f->out_desc;
+  memset(out, 0, sizeof f->out_desc);
+  out[PA_OUT_OUTPUT] = desc(T, 2, N, H * f->v_head_size, 0, 0);
+  out[PA_OUT_KEY_CACHE] = in[PA_IN_KEY_CACHE];
+  out[PA_OUT_VALUE_CACHE] = in[PA_IN_VALUE_CACHE];
+  if (c->qk_output) out[PA_OUT_QK] = desc(c->qk_dtype, 3, H, N, f->qk_capacity, 0);
+  for (int i = 0; i < PA_NUM_INPUTS; i++) f->in_bytes[i] = desc_bytes(&in[i]);
+  for (int i = 0; i < PA_NUM_OUTPUTS; i++) f->out_bytes[i] = desc_bytes(&out[i]);
+  f->in_bytes[PA_IN_ATTENTION_METADATA] = 0; /* host data, passed through the plan options */
+}
+
+static void fill_random_T(fixture *f, pa_dtype t, void *base, size_t count, float lo, float hi) {
+  for (size_t i = 0; i < count; i++) store_elem(t, base, i, rng_uniform(&f->r, lo, hi));
+}
+
+/* A cache filled with random valid values: the canaries. */
+static void fill_cache(fixture *f, void *base, size_t bytes) {
+  pa_dtype t = f->c.cache_dtype;
+  if (is_quantized(t)) {
+    uint8_t *p = base;
+    for (size_t i = 0; i < bytes; i++) {
+      uint8_t v = (uint8_t)rng_next(&f->r);
+      if (t == PA_DTYPE_FLOAT8_E4M3FN && (v & 0x7f) == 0x7f) v ^= 1; /* not a NaN code */
+      p[i] = v;
+    }
+  } else {
+    fill_random_T(f, t, base, bytes / 2, -1.0f, 1.0f);
+  }
+}
+
+/* The position of token t of sequence b (j-th new token) at a step. */
+static int32_t token_position(const fixture *f, int32_t b, int32_t j, int step) {
+  int32_t past = f->past0[b] + step * f->q_lens[b];
+  return f->c.query_positions ? past + (f->q_lens[b] - 1 - j) : past + j;
+}
+
+/* Per-step inputs: fresh Q/K/V rows, past lengths, positions and slots. */
+static void fill_step_inputs(fixture *f, int step) {
+  const gpu_case *c = &f->c;
+  for (int i = PA_IN_QUERY; i <= PA_IN_VALUE; i++)
+    if (f->in_bytes[i]) fill_random_T(f, c->dtype, f->h_in[i], f->in_bytes[i] / 2, -1.0f, 1.0f);
+  int32_t *past = f->h_in[PA_IN_PAST_SEQLENS];
+  for (int32_t b = 0; b < f->B; b++) past[b] = f->past0[b] + step * f->q_lens[b];
+
+  int32_t *positions = f->h_in[PA_IN_QUERY_POSITIONS];
+  int32_t *slots = f->h_in[PA_IN_SLOT_MAPPING];
+  const int32_t *table = f->h_in[PA_IN_BLOCK_TABLE];
+  const int64_t cache_slots = (int64_t)f->num_blocks * c->block_size;
+  int64_t t = 0;
+  for (int32_t b = 0; b < f->B; b++) {
+    for (int32_t j = 0; j < f->q_lens[b]; j++, t++) {
+      int32_t p = token_position(f, b, j, step);
+      if (positions) positions[t] = p;
+      if (!slots) continue;
+      int32_t id = p / c->block_size < f->M ? table[(int64_t)b * f->M + p / c->block_size] : -1;
+      int64_t slot = id >= 0 && id < f->num_blocks ? (int64_t)id * c->block_size + p % c->block_size
+                                                   : -1;
+      if (c->slots == GPU_SLOTS_WITH_INVALID && rng_below(&f->r, 5) == 0) {
+        int kind = rng_below(&f->r, 3);
+        slot = kind == 0 ? -1 : kind == 1 ? cache_slots + rng_below(&f->r, 1000) : -2 - rng_below(&f->r, 1000);
+      }
+      slots[t] = (int32_t)slot;
+    }
+  }
+  for (; t < f->N; t++) { /* tokens of no sequence: valid-looking slots that must stay unwritten */
+    if (positions) positions[t] = rng_below(&f->r, 8);
+    if (slots) slots[t] = (int32_t)((int64_t)f->spare_block * c->block_size + rng_below(&f->r, c->block_size));
+  }
+}
+
+/* The slots this step writes, per doc/semantics.md step 6, computed here from the host inputs. */
+static void expected_slots(fixture *f) {
+  const gpu_case *c = &f->c;
+  const int64_t cache_slots = (int64_t)f->num_blocks * c->block_size;
+  memset(f->written, 0, (size_t)cache_slots);
+  const int32_t *past = f->h_in[PA_IN_PAST_SEQLENS], *table = f->h_in[PA_IN_BLOCK_TABLE];
+  const int32_t *positions = f->h_in[PA_IN_QUERY_POSITIONS], *slots = f->h_in[PA_IN_SLOT_MAPPING];
+  int64_t t = 0;
+  for (int32_t b = 0; b < f->B; b++) {
+    for (int32_t j = 0; j < f->q_lens[b]; j++, t++) {
+      int64_t slot = -1;
+      if (slots) {
+        slot = slots[t];
+      } else {
+        int32_t p = positions ? positions[t] : past[b] + j;
+        if (p >= 0 && p / c->block_size < f->M) {
+          int32_t id = table[(int64_t)b * f->M + p / c->block_size];
+          if (id >= 0 && id < f->num_blocks) slot = (int64_t)id * c->block_size + p % c->block_size;
+        }
+      }
+      if (slot >= 0 && slot < cache_slots) f->written[slot] = 1;
+    }
+  }
+}
+
+static void fill_constant_inputs(fixture *f) {
+  const gpu_case *c = &f->c;
+  const pa_dtype T = c->dtype;
+  int32_t *cu = f->h_in[PA_IN_CUMULATIVE_SEQUENCE_LENGTH];
+  cu[0] = 0;
+  for (int32_t b = 0; b < f->B; b++) cu[b + 1] = cu[b] + f->q_lens[b];
+
+  /* block ids: a permutation of [0, num_blocks) (identity unless shuffled); some unmapped */
+  int32_t *ids = malloc((size_t)f->num_blocks * sizeof(int32_t));
+  for (int32_t i = 0; i < f->num_blocks; i++) ids[i] = i;
+  if (c->shuffled_blocks)
+    for (int32_t i = f->num_blocks - 1; i > 0; i--) {
+      int32_t k = rng_below(&f->r, i + 1), tmp = ids[i];
+      ids[i] = ids[k];
+      ids[k] = tmp;
+    }
+  int32_t *table = f->h_in[PA_IN_BLOCK_TABLE];
+  for (int64_t i = 0; i < (int64_t)f->B * f->M; i++) {
+    table[i] = ids[i];
+    if (c->unmapped_blocks && rng_below(&f->r, 8) == 0)
+      table[i] = rng_below(&f->r, 2) ? -1 : f->num_blocks + rng_below(&f->r, 100);
+  }
+  f->spare_block = ids[(int64_t)f->B * f->M];
+  free(ids);
+
+  if (c->rotary) { /* real RoPE tables: cos/sin of p * 10000^(-2i/R) */
+    const int32_t half = c->rotary_dim / 2;
+    for (int32_t p = 0; p < f->rotary_rows; p++)
+      for (int32_t i = 0; i < half; i++) {
+        double angle = p * pow(10000.0, -2.0 * i / c->rotary_dim);
+        store_elem(T, f->h_in[PA_IN_COS_CACHE], (size_t)p * half + i, (float)cos(angle));
+        store_elem(T, f->h_in[PA_IN_SIN_CACHE], (size_t)p * half + i, (float)sin(angle));
+      }
+  }
+  if (c->head_sink) fill_random_T(f, T, f->h_in[PA_IN_HEAD_SINK], (size_t)c->num_heads, -1.0f, 1.0f);
+  if (c->qk_norm) {
+    fill_random_T(f, T, f->h_in[PA_IN_Q_NORM_WEIGHT], (size_t)c->head_size, 0.5f, 1.5f);
+    fill_random_T(f, T, f->h_in[PA_IN_K_NORM_WEIGHT], (size_t)c->head_size, 0.5f, 1.5f);
+  }
+  /* scales put typical values (|x| <= ~2) inside the cache type's range, a few saturating */
+  float range = c->cache_dtype == PA_DTYPE_INT8 ? 127.0f : 448.0f;
+  for (int kv = 0; kv < 2; kv++) {
+    float *scale = f->h_in[PA_IN_K_SCALE + kv];
+    for (size_t i = 0; scale && i < f->in_bytes[PA_IN_K_SCALE + kv] / 4; i++)
+      scale[i] = rng_uniform(&f->r, 1.0f, 2.5f) / range;
+  }
+  if (c->bias != GPU_BIAS_NONE)
+    fill_random_T(f, T, f->h_in[PA_IN_ATTENTION_BIAS], f->in_bytes[PA_IN_ATTENTION_BIAS] / 2, -1.0f, 1.0f);
+  fill_cache(f, f->h_in[PA_IN_KEY_CACHE], f->in_bytes[PA_IN_KEY_CACHE]);
+  if (f->in_bytes[PA_IN_VALUE_CACHE]) fill_cache(f, f->h_in[PA_IN_VALUE_CACHE], f->in_bytes[PA_IN_VALUE_CACHE]);
+}
+
+static void fixture_free(fixture *f) {
+  for (int i = 0; i < PA_NUM_INPUTS; i++) {
+    free(f->h_in[i]);
+    cudaFree(f->d_in[i]);
+  }
+  for (int i = 0; i < PA_NUM_OUTPUTS; i++) {
+    free(f->h_out[i]);
+    free(f->gpu_out[i]);
+    if (i == PA_OUT_OUTPUT || i == PA_OUT_QK) cudaFree(f->d_out[i]);
+  }
+  for (int kv = 0; kv < 2; kv++) {
+    free(f->cache_start[kv]);
+    free(f->gpu_cache[kv]);
+  }
+  free(f->written);
+  free(f->q_lens);
+  free(f->past0);
+  cudaFree(f->workspace);
+  if (f->stream) cudaStreamDestroy(f->stream);
+  pa_plan_destroy(f->plan);
+}
+
+/* Shapes, host and device buffers, the plan. GPU_PASS, GPU_UNSUPPORTED or GPU_FAIL. */
+static int fixture_init(fixture *f, const gpu_case *c, const char *name, pa_backend backend,
+                        unsigned seed, int steps) {
+  memset(f, 0, sizeof *f);
+  f->c = *c;
+  f->name = name;
+  f->seed = seed;
+  f->r.state = seed * 0x2545f4914f6cdd1dull + 1;
+  fixture_shape(f, steps);
+  for (int i = 0; i < PA_NUM_INPUTS; i++) {
+    if (!f->in_bytes[i]) continue;
+    f->h_in[i] = malloc(f->in_bytes[i]);
+    if (!f->h_in[i] || !cuda_ok(f, cudaMalloc(&f->d_in[i], f->in_bytes[i]), input_names[i]))
+      return fail(f, -1, "%s: allocation of %zu bytes failed", input_names[i], f->in_bytes[i]);
+  }
+  for (int i = 0; i < PA_NUM_OUTPUTS; i++) {
+    if (!f->out_bytes[i]) continue;
+    if (i == PA_OUT_KEY_CACHE || i == PA_OUT_VALUE_CACHE) { /* the caches are updated in place */
+      f->d_out[i] = f->d_in[i == PA_OUT_KEY_CACHE ? PA_IN_KEY_CACHE : PA_IN_VALUE_CACHE];
+      continue;
+    }
+    f->h_out[i] = malloc(f->out_bytes[i]);
+    f->gpu_out[i] = malloc(f->out_bytes[i]);
+    if (!f->h_out[i] || !f->gpu_out[i] ||
+        !cuda_ok(f, cudaMalloc(&f->d_out[i], f->out_bytes[i]), "outputs"))
+      return fail(f, -1, "outputs: allocation of %zu bytes failed", f->out_bytes[i]);
+  }
+  for (int kv = 0; kv < 2; kv++) {
+    size_t bytes = f->in_bytes[PA_IN_KEY_CACHE + kv];
+    if (!bytes) continue;
+    f->cache_start[kv] = malloc(bytes);
+    f->gpu_cache[kv] = malloc(bytes);
+  }
+  f->written = malloc((size_t)f->num_blocks * f->c.block_size);
+  fill_constant_inputs(f);
+
+  pa_plan_options options;
+  pa_plan_options_init(&options);
+  options.backend = backend;
+  options.attention_metadata = f->c.metadata != GPU_METADATA_NONE ? f->metadata : NULL;
+  pa_status st = pa_plan_create(&f->plan, &f->attrs, f->in_desc, f->out_desc, &options);
+  if (st == PA_ERROR_NOT_SUPPORTED) {
+    if (verbose()) {
+      char msg[512];
+      pa_last_error_message(msg, sizeof msg);
+      fprintf(stderr, "unsupported %s: %s\n", name, msg);
+    }
+    return GPU_UNSUPPORTED;
+  }
+  if (st != PA_SUCCESS) {
+    char msg[512];
+    pa_last_error_message(msg, sizeof msg);
+    return fail(f, -1, "pa_plan_create: %s: %s", pa_status_string(st), msg);
+  }
+  f->workspace_bytes = pa_plan_workspace_size(f->plan);
+  if (f->workspace_bytes &&
+      !cuda_ok(f, cudaMalloc(&f->workspace, f->workspace_bytes), "workspace"))
+    return GPU_FAIL;
+  if (!cuda_ok(f, cudaStreamCreateWithFlags(&f->stream, cudaStreamNonBlocking), "stream"))
+    return GPU_FAIL;
+  return GPU_PASS;
+}
+
+/* Uploads the step's inputs on the stream (caches only at step 0: afterwards they live on the
+ * device) and poisons the outputs so that an unwritten element cannot pass. */
+static int upload(fixture *f, int step) {
+  for (int i = 0; i < PA_NUM_INPUTS; i++) {
+    if (!f->in_bytes[i]) continue;
+    if ((i == PA_IN_KEY_CACHE || i == PA_IN_VALUE_CACHE) && step > 0) continue;
+    if (!cuda_ok(f, cudaMemcpyAsync(f->d_in[i], f->h_in[i], f->in_bytes[i], cudaMemcpyHostToDevice, f->stream),
+                 input_names[i]))
+      return 0;
+  }
+  for (int i = 0; i < PA_NUM_OUTPUTS; i++)
+    if ((i == PA_OUT_OUTPUT || i == PA_OUT_QK) && f->out_bytes[i] &&
+        !cuda_ok(f, cudaMemsetAsync(f->d_out[i], 0xff, f->out_bytes[i], f->stream), "poison outputs"))
+      return 0;
+  return 1;
+}
+
+static int download(fixture *f) {
+  for (int i = 0; i < PA_NUM_OUTPUTS; i++) {
+    if (!f->out_bytes[i]) continue;
+    void *dst = i == PA_OUT_OUTPUT || i == PA_OUT_QK ? f->gpu_out[i] : f->gpu_cache[i - PA_OUT_KEY_CACHE];
+    if (!cuda_ok(f, cudaMemcpyAsync(dst, f->d_out[i], f->out_bytes[i], cudaMemcpyDeviceToHost, f->stream),
+                 "download"))
+      return 0;
+  }
+  return cuda_ok(f, cudaStreamSynchronize(f->stream), "stream synchronize");
+}
+
+static int run_reference(fixture *f, int step) {
+  void *out[PA_NUM_OUTPUTS] = {f->h_out[PA_OUT_OUTPUT], f->h_in[PA_IN_KEY_CACHE],
+                               f->h_in[PA_IN_VALUE_CACHE], f->h_out[PA_OUT_QK]};
+  pa_status st = pa_execute_reference(f->plan, (const void *const *)f->h_in, out);
+  if (st == PA_SUCCESS) return 1;
+  char msg[512];
+  pa_last_error_message(msg, sizeof msg);
+  fail(f, step, "pa_execute_reference: %s: %s", pa_status_string(st), msg);
+  return 0;
+}
+
+/* ---- comparisons ------------------------------------------------------------------------------ */
+
+static float output_tolerance(const fixture *f, pa_dtype stored) {
+  float tol = f->c.dtype == PA_DTYPE_BFLOAT16 || stored == PA_DTYPE_BFLOAT16 ? 2e-2f : 5e-3f;
+  return is_quantized(f->c.cache_dtype) ? 2e-2f : tol;
+}
+
+/* The output: rows of the batch within tolerance, rows of no sequence zeros. */
+static int compare_output(fixture *f, int step) {
+  const pa_dtype T = f->c.dtype;
+  const int64_t row = (int64_t)f->c.num_heads * f->v_head_size;
+  const float tol = output_tolerance(f, T);
+  int bad = 0;
+  for (int64_t t = 0; t < f->N; t++)
+    for (int64_t i = 0; i < row; i++) {
+      float g = load_elem(T, f->gpu_out[PA_OUT_OUTPUT], (size_t)(t * row + i));
+      float r = load_elem(T, f->h_out[PA_OUT_OUTPUT], (size_t)(t * row + i));
+      int ok = t < f->tokens_in_batch ? fabsf(g - r) <= tol * (1.0f + fabsf(r)) : g == 0.0f;
+      if (!ok && bad++ < 8)
+        fail(f, step, "output[token %lld, head %lld, channel %lld]: gpu %g, reference %g%s",
+             (long long)t, (long long)(i / f->v_head_size), (long long)(i % f->v_head_size), g, r,
+             t < f->tokens_in_batch ? "" : " (token of no sequence: expected 0)");
+    }
+  return bad == 0;
+}
+
+static int compare_qk(fixture *f, int step) {
+  if (!f->c.qk_output) return 1;
+  const pa_dtype Q = f->c.qk_dtype;
+  const float tol = output_tolerance(f, Q);
+  const size_t count = f->out_bytes[PA_OUT_QK] / pa_dtype_size(Q);
+  int bad = 0;
+  for (size_t i = 0; i < count; i++) {
+    float g = load_elem(Q, f->gpu_out[PA_OUT_QK], i), r = load_elem(Q, f->h_out[PA_OUT_QK], i);
+    int ok = isinf(r) || isinf(g) ? g == r : fabsf(g - r) <= tol * (1.0f + fabsf(r));
+    if (!ok && bad++ < 8) {
+      size_t k = i % (size_t)f->qk_capacity, t = i / (size_t)f->qk_capacity % (size_t)f->N;
+      fail(f, step, "output_qk[head %zu, token %zu, key %zu]: gpu %g, reference %g",
+           i / (size_t)f->qk_capacity / (size_t)f->N, t, k, g, r);
+    }
+  }
+  return bad == 0;
+}
+
+/* One cache: written slots within one step (T: 1 ULP) of the reference; every other byte equal to
+ * its value at the start of the step, on both sides. */
+static int compare_cache(fixture *f, int step, int kv) {
+  const int in = PA_IN_KEY_CACHE + kv;
+  if (!f->in_bytes[in]) return 1;
+  const char *name = kv ? "value_cache" : "key_cache";
+  const pa_dtype C = f->c.cache_dtype;
+  const size_t elem = pa_dtype_size(C);
+  const size_t row = (size_t)f->c.kv_num_heads * f->c.head_size; /* elements per slot */
+  const int64_t cache_slots = (int64_t)f->num_blocks * f->c.block_size;
+  const unsigned char *start = f->cache_start[kv], *gpu = f->gpu_cache[kv], *ref = f->h_in[in];
+  int bad = 0;
+  for (int64_t s = 0; s < cache_slots; s++) {
+    if (!f->written[s]) {
+      size_t off = (size_t)s * row * elem, len = row * elem;
+      if (memcmp(gpu + off, start + off, len) == 0 && memcmp(ref + off, start + off, len) == 0)
+        continue;
+      if (bad++ < 8)
+        fail(f, step, "%s: slot %lld is not written by any token but changed (%s)", name,
+             (long long)s, memcmp(gpu + off, start + off, len) ? "gpu" : "reference");
+      continue;
+    }
+    for (size_t i = 0; i < row; i++) {
+      size_t e = (size_t)s * row + i;
+      if (code_distance(C, gpu, ref, e) <= 1) continue;
+      if (bad++ < 8)
+        fail(f, step, "%s[slot %lld, head %zu, channel %zu]: gpu %g, reference %g (more than one step)",
+             name, (long long)s, i / (size_t)f->c.head_size, i % (size_t)f->c.head_size,
+             load_elem(C, gpu, e), load_elem(C, ref, e));
+    }
+  }
+  return bad == 0;
+}
+
+/* ---- runs --------------------------------------------------------------------------------------- */
+
+static void begin_step(fixture *f, int step) {
+  fill_step_inputs(f, step);
+  expected_slots(f);
+  for (int kv = 0; kv < 2; kv++)
+    if (f->cache_start[kv]) memcpy(f->cache_start[kv], f->h_in[PA_IN_KEY_CACHE + kv], f->in_bytes[PA_IN_KEY_CACHE + kv]);
+}
+
+/* After a step the host caches continue from the GPU's, so both sides start the next step from the
+ * same bytes. */
+static void end_step(fixture *f) {
+  for (int kv = 0; kv < 2; kv++)
+    if (f->gpu_cache[kv]) memcpy(f->h_in[PA_IN_KEY_CACHE + kv], f->gpu_cache[kv], f->in_bytes[PA_IN_KEY_CACHE + kv]);
+}
+
+static int launch(fixture *f, int step) {
+  void *outputs[PA_NUM_OUTPUTS] = {f->d_out[PA_OUT_OUTPUT], f->d_out[PA_OUT_KEY_CACHE],
+                                   f->d_out[PA_OUT_VALUE_CACHE], f->d_out[PA_OUT_QK]};
+  pa_status st = pa_execute(f->plan, (const void *const *)f->d_in, outputs, f->workspace,
+                            f->workspace_bytes, f->stream);
+  if (st == PA_SUCCESS) return 1;
+  char msg[512];
+  pa_last_error_message(msg, sizeof msg);
+  fail(f, step, "pa_execute: %s: %s", pa_status_string(st), msg);
+  return 0;
+}
+
+static int compare_step(fixture *f, int step) {
+  if (!run_reference(f, step)) return 0;
+  int ok = compare_output(f, step);
+  ok &= compare_qk(f, step);
+  ok &= compare_cache(f, step, 0);
+  ok &= compare_cache(f, step, 1);
+  return ok;
+}
+
+static int run_case(const gpu_case *c, pa_backend backend, unsigned seed, int steps, int graph) {
+  if (!gpu_available()) return GPU_SKIP;
+  fixture f;
+  const char *name = c->name ? c->name : "(unnamed)";
+  int result = fixture_init(&f, c, name, backend, seed, steps);
+  cudaGraph_t graph_def = NULL;
+  cudaGraphExec_t graph_exec = NULL;
+  for (int step = 0; result == GPU_PASS && step < steps; step++) {
+    begin_step(&f, step);
+    if (!upload(&f, step)) {
+      result = GPU_FAIL;
+      break;
+    }
+    if (graph && !graph_exec) { /* captured once, before the first replay */
+      if (!cuda_ok(&f, cudaStreamBeginCapture(f.stream, cudaStreamCaptureModeGlobal), "begin capture") ||
+          !launch(&f, step) ||
+          !cuda_ok(&f, cudaStreamEndCapture(f.stream, &graph_def), "end capture") ||
+          !cuda_ok(&f, cudaGraphInstantiate(&graph_exec, graph_def, 0), "graph instantiate")) {
+        result = GPU_FAIL;
+        break;
+      }
+    }
+    int launched = graph ? cuda_ok(&f, cudaGraphLaunch(graph_exec, f.stream), "graph launch") : launch(&f, step);
+    if (!launched || !download(&f) || !compare_step(&f, step)) result = GPU_FAIL;
+    end_step(&f);
+  }
+  if (graph_exec) cudaGraphExecDestroy(graph_exec);
+  if (graph_def) cudaGraphDestroy(graph_def);
+  fixture_free(&f);
+  return result;
+}
+
+int gpu_case_run(const gpu_case *c, pa_backend backend, unsigned seed) {
+  return run_case(c, backend, seed, 1, 0);
+}
+
+int gpu_case_run_graph(const gpu_case *c, pa_backend backend, unsigned seed, int steps) {
+  return run_case(c, backend, seed, steps > 0 ? steps : 1, 1);
+}
+
+/* ---- prologue-only mode ------------------------------------------------------------------------ */
+
+/* The prologue's Q (doc/semantics.md steps 1-4) on the host: the oracle for the staged copy. */
+static void host_prologue_q(const fixture *f, void *q_out) {
+  const gpu_case *c = &f->c;
+  const pa_dtype T = c->dtype;
+  const int32_t H = c->num_heads, D = c->head_size;
+  const int32_t *past = f->h_in[PA_IN_PAST_SEQLENS], *positions = f->h_in[PA_IN_QUERY_POSITIONS];
+  float *x = malloc((size_t)D * sizeof(float));
+  int64_t t = 0;
+  for (int32_t b = 0; b < f->B; b++)
+    for (int32_t j = 0; j < f->q_lens[b]; j++, t++) {
+      int32_t p = positions ? positions[t] : past[b] + j;
+      for (int32_t h = 0; h < H; h++) {
+        for (int32_t i = 0; i < D; i++)
+          x[i] = load_elem(T, f->h_in[PA_IN_QUERY], (size_t)(t * f->row_heads * D + (int64_t)h * D + i));
+        if (c->qk_norm) {
+          double sum = 0;
+          for (int32_t i = 0; i < D; i++) sum += (double)x[i] * x[i];
+          float inv = (float)(1.0 / sqrt(sum / D + (c->qk_norm_epsilon ? c->qk_norm_epsilon : 1e-6f)));
+          for (int32_t i = 0; i < D; i++)
+            x[i] = x[i] * inv * load_elem(T, f->h_in[PA_IN_Q_NORM_WEIGHT], (size_t)i);
+        }
+        if (c->rotary && p >= 0 && p < f->rotary_rows) {
+          const int32_t half = c->rotary_dim / 2, off = c->rotary_offset;
+          for (int32_t i = 0; i < half; i++) {
+            float cs = load_elem(T, f->h_in[PA_IN_COS_CACHE], (size_t)p * half + i);
+            float sn = load_elem(T, f->h_in[PA_IN_SIN_CACHE], (size_t)p * half + i);
+            int32_t i1 = c->rotary_interleaved ? off + 2 * i : off + i;
+            int32_t i2 = c->rotary_interleaved ? off + 2 * i + 1 : off + i + half;
+            float x1 = x[i1], x2 = x[i2];
+            x[i1] = x1 * cs - x2 * sn;
+            x[i2] = x2 * cs + x1 * sn;
+          }
+        }
+        for (int32_t i = 0; i < D; i++) store_elem(T, q_out, (size_t)(t * H * D + (int64_t)h * D + i), x[i]);
+      }
+    }
+  free(x);
+}
+
+static int compare_staged_q(fixture *f, const void *gpu_q) {
+  const int64_t row = (int64_t)f->c.num_heads * f->c.head_size;
+  void *expected = malloc((size_t)(f->tokens_in_batch * row) * 2 + 2);
+  host_prologue_q(f, expected);
+  int bad = 0;
+  for (int64_t e = 0; e < f->tokens_in_batch * row; e++) {
+    if (code_distance(f->c.dtype, gpu_q, expected, (size_t)e) <= 1) continue;
+    if (bad++ < 8)
+      fail(f, 0, "staged q[token %lld, head %lld, channel %lld]: gpu %g, host %g", (long long)(e / row),
+           (long long)(e % row / f->c.head_size), (long long)(e % f->c.head_size),
+           load_elem(f->c.dtype, gpu_q, (size_t)e), load_elem(f->c.dtype, expected, (size_t)e));
+  }
+  free(expected);
+  return bad == 0;
+}
+
+int gpu_case_run_prologue(const gpu_case *c, unsigned seed) {
+  if (!gpu_available()) return GPU_SKIP;
+  fixture f;
+  const char *name = c->name ? c->name : "(unnamed)";
+  int result = fixture_init(&f, c, name, PA_BACKEND_REFERENCE, seed, 1);
+  void *staged = NULL, *gpu_q = NULL;
+  if (result == GPU_PASS) {
+    begin_step(&f, 0);
+    const pa__problem *p = &f.plan->problem;
+    pa__workspace_layout ws = pa__workspace_layout_for(p, 0);
+    void *outputs[PA_NUM_OUTPUTS] = {f.d_out[PA_OUT_OUTPUT], f.d_out[PA_OUT_KEY_CACHE],
+                                     f.d_out[PA_OUT_VALUE_CACHE], f.d_out[PA_OUT_QK]};
+    pa__io io = pa__io_from(p, (const void *const *)f.d_in, outputs);
+    if (ws.q_bytes) {
+      if (!cuda_ok(&f, cudaMalloc(&staged, ws.q_bytes), "staged q") ||
+          !cuda_ok(&f, cudaMemsetAsync(staged, 0xff, ws.q_bytes, f.stream), "poison staged q"))
+        result = GPU_FAIL;
+      io.q_staged = staged;
+      io.q_attn = staged;
+      io.q_attn_row_stride = pa__q_row_elems(p);
+    }
+    if (result == GPU_PASS && upload(&f, 0)) {
+      pa_status st = pa__prologue_run(f.plan, &io, (pa__stream)f.stream);
+      if (st != PA_SUCCESS) {
+        char msg[512];
+        pa_last_error_message(msg, sizeof msg);
+        result = fail(&f, 0, "pa__prologue_run: %s: %s", pa_status_string(st), msg);
+      }
+    } else {
+      result = GPU_FAIL;
+    }
+    if (result == GPU_PASS && staged) {
+      gpu_q = malloc(ws.q_bytes);
+      if (!cuda_ok(&f, cudaMemcpyAsync(gpu_q, staged, ws.q_bytes, cudaMemcpyDeviceToHost, f.stream), "download q"))
+        result = GPU_FAIL;
+    }
+    if (result == GPU_PASS && !download(&f)) result = GPU_FAIL;
+    if (result == GPU_PASS) {
+      int ok = run_reference(&f, 0);
+      ok = ok && compare_cache(&f, 0, 0);
+      ok = ok && compare_cache(&f, 0, 1);
+      ok = ok && (!gpu_q || compare_staged_q(&f, gpu_q));
+      if (!ok) result = GPU_FAIL;
+    }
+  }
+  free(gpu_q);
+  cudaFree(staged);
+  fixture_free(&f);
+  return result;
+}
+
+/* ---- matrices ---------------------------------------------------------------------------------- */
+
+void gpu_matrix_count(gpu_matrix_result *r, int result) {
+  if (result == GPU_PASS) r->passed++;
+  else if (result == GPU_UNSUPPORTED) r->unsupported++;
+  else if (result == GPU_SKIP) r->skipped++;
+  else r->failed++;
+}
+
+void gpu_matrix_add(gpu_matrix_result *a, gpu_matrix_result b) {
+  a->passed += b.passed;
+  a->failed += b.failed;
+  a->unsupported += b.unsupported;
+  a->skipped += b.skipped;
+}
+
+int gpu_matrix_exit_code(const gpu_matrix_result *r) {
+  if (r->failed) return 1;
+  if (r->passed == 0 && r->unsupported == 0) return GPU_SKIP;
+  return 0;
+}
+
+gpu_matrix_result gpu_run_matrix_mode(const gpu_case *base, const gpu_axis *axes, int num_axes,
+                                      gpu_case_filter filter, pa_backend backend, unsigned seed,
+                                      gpu_mode mode, int graph_steps) {
+  gpu_matrix_result r = {0, 0, 0, 0};
+  int64_t combinations = 1;
+  for (int a = 0; a < num_axes; a++) combinations *= axes[a].count;
+  for (int64_t index = 0; index < combinations; index++) {
+    gpu_case c = *base;
+    char name[512];
+    int used = snprintf(name, sizeof name, "%s", base->name ? base->name : "case");
+    int64_t rest = index;
+    for (int a = num_axes - 1; a >= 0; a--) { /* first axis outermost */
+      int32_t value = axes[a].values[rest % axes[a].count];
+      rest /= axes[a].count;
+      memcpy((char *)&c + axes[a].offset, &value, sizeof value);
+    }
+    for (int a = 0; a < num_axes && used < (int)sizeof name; a++) {
+      int32_t value;
+      memcpy(&value, (const char *)&c + axes[a].offset, sizeof value);
+      used += snprintf(name + used, sizeof name - (size_t)used, " %s=%d", axes[a].field, value);
+    }
+    c.name = name;
+    if (filter && !filter(&c)) continue;
+    unsigned case_seed = seed + (unsigned)index;
+    int result = mode == GPU_MODE_GRAPH      ? gpu_case_run_graph(&c, backend, case_seed, graph_steps)
+                 : mode == GPU_MODE_PROLOGUE ? gpu_case_run_prologue(&c, case_seed)
+                                             : gpu_case_run(&c, backend, case_seed);
+    if (verbose() || result == GPU_FAIL)
+      fprintf(stderr, "%s %s (seed %u)\n", result == GPU_PASS ? "ok  " : result == GPU_FAIL ? "FAIL" : "skip",
+              name, case_seed);
+    gpu_matrix_count(&r, result);
+    if (result == GPU_SKIP) break; /* no device: the rest would say the same */
+  }
+  fprintf(stderr, "%s: %d passed, %d failed, %d unsupported, %d skipped\n",
+          base->name ? base->name : "matrix", r.passed, r.failed, r.unsupported, r.skipped);
+  return r;
+}
+
+gpu_matrix_result gpu_run_matrix(const gpu_case *base, const gpu_axis *axes, int num_axes,
+                                 gpu_case_filter filter, pa_backend backend, unsigned seed) {
+  return gpu_run_matrix_mode(base, axes, num_axes, filter, backend, seed, GPU_MODE_EAGER, 0);
+}
