@@ -2,9 +2,11 @@
 #include "internal.h"
 
 extern "C" {
+extern const pa__backend_ops pa__decode_backend;   // decode-shaped steps (plan.c: auto_prefers)
 extern const pa__backend_ops pa__unfused_backend;  // the fallback: serves everything, so last
 
 const pa__backend_ops *const pa__gpu_backends[] = {
+    &pa__decode_backend,
     &pa__unfused_backend,
     nullptr,
 };

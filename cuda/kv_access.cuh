@@ -74,6 +74,21 @@ __device__ __forceinline__ const C *kv_row(const C *cache, const paged_kv_layout
   return cache + kv_row_offset(kv, block_id, key, kv_head);
 }
 
+// The sequence b of packed token t: cu[b] <= t < cu[b+1] (cu = cumulative_sequence_length), or -1
+// when t >= cu[batch_size] (the token belongs to no sequence). Correct for any ragged batch, zero-token
+// sequences included; decode steps (one token per sequence) resolve with two loads.
+__device__ __forceinline__ int32_t token_sequence(const int32_t *cu, int32_t batch_size, int64_t t) {
+  int32_t guess = (int32_t)(t < batch_size - 1 ? t : batch_size - 1);
+  if (__ldg(cu + guess) <= t && t < __ldg(cu + guess + 1)) return guess;
+  int32_t lo = 0, hi = batch_size;  // the last b with cu[b] <= t lies in [lo, hi)
+  while (hi - lo > 1) {
+    int32_t mid = (lo + hi) / 2;
+    if (__ldg(cu + mid) <= t) lo = mid;
+    else hi = mid;
+  }
+  return (__ldg(cu + lo) <= t && t < __ldg(cu + lo + 1)) ? lo : -1;
+}
+
 // ---- conversions of cached elements ------------------------------------------------------------
 
 // Two cached elements as a packed pair of T (low half = first), the layout mma.sync operands use.

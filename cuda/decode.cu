@@ -1,0 +1,228 @@
+// The DECODE backend (contract §5): split-KV flash decoding, kernels in decode_kernel.cuh.
+// Plan time fixes the kernel variant, the split size and the grid; run only launches.
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+
+#include "decode_kernel.cuh"
+#include "internal.h"
+
+namespace pa {
+namespace detail {
+namespace {
+
+// A split never spans more than this many 64-key tiles, so one long sequence in a batch of short
+// ones still spreads over many CTAs.
+constexpr int kMaxTilesPerSplit = 32;
+// The partial outputs stay below this even when no attention_metadata bounds max_kv_len.
+constexpr size_t kMaxPartialBytes = (size_t)256 << 20;
+
+struct decode_variant {
+  cudaError_t (*set_smem)(int smem_bytes);
+  void (*launch)(const decode_params &P, dim3 grid, int smem_bytes, cudaStream_t stream);
+};
+
+struct decode_state {
+  decode_variant variant;
+  dim3 grid;
+  int smem_bytes;
+  int tiles_per_split, num_split_slots, head_chunks;
+  size_t partial_out_bytes;  // partial_ml follows, aligned
+};
+
+size_t align_up(size_t x) {
+  return (x + PA_WORKSPACE_ALIGNMENT - 1) / PA_WORKSPACE_ALIGNMENT * PA_WORKSPACE_ALIGNMENT;
+}
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+template <typename T, typename C> decode_variant variant_of(int head_size) {
+  if (head_size <= 128) return {decode_set_smem<T, C, 128>, decode_launch<T, C, 128>};
+  return {decode_set_smem<T, C, 256>, decode_launch<T, C, 256>};
+}
+
+template <typename T> bool variant_for_cache(pa_dtype cache, int head_size, decode_variant *v) {
+  if (cache == dtype_of<T>::value) *v = variant_of<T, T>(head_size);
+  else if (cache == PA_DTYPE_INT8) *v = variant_of<T, int8_t>(head_size);
+#if PA_FP8_KV_CACHE
+  else if (cache == PA_DTYPE_FLOAT8_E4M3FN) *v = variant_of<T, fp8_e4m3>(head_size);
+#endif
+  else return false;
+  return true;
+}
+
+bool variant_for(const pa__problem *p, decode_variant *v) {
+  if (p->dtype == PA_DTYPE_FLOAT16) return variant_for_cache<__half>(p->k_cache_dtype, p->head_size, v);
+  if (p->dtype == PA_DTYPE_BFLOAT16)
+    return variant_for_cache<__nv_bfloat16>(p->k_cache_dtype, p->head_size, v);
+  return false;
+}
+
+// Writes the unserved feature into why (plan.c prefixes "backend DECODE does not serve").
+__attribute__((format(printf, 3, 4))) pa_status unsupported(char *why, size_t why_size,
+                                                            const char *fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  vsnprintf(why, why_size, fmt, args);
+  va_end(args);
+  return PA_ERROR_NOT_SUPPORTED;
+}
+
+int smem_bytes_of(const pa__problem *p) {
+  return decode_smem_bytes(p->head_size, (int)pa_dtype_size(p->k_cache_dtype));
+}
+
+pa_status decode_check(const pa__problem *p, const pa_device_caps *caps, char *why, size_t why_size) {
+  if (p->input_mode == PA__MODE_LATENT) return unsupported(why, why_size, "LATENT");
+  if (p->has_bias) return unsupported(why, why_size, "attention_bias");
+  if (p->qk_output) return unsupported(why, why_size, "output_qk");
+  if (p->head_size % 16 != 0 || p->head_size > 256)
+    return unsupported(why, why_size, "head_size %d (needs a multiple of 16 up to 256)", p->head_size);
+  if (p->v_head_size != p->head_size)
+    return unsupported(why, why_size, "v_head_size %d", p->v_head_size);
+  decode_variant v;
+  if (!variant_for(p, &v))
+    return unsupported(why, why_size, "key_cache dtype %s", pa_dtype_size(p->k_cache_dtype) == 1
+                                                                 ? "float8e4m3fn (not built)"
+                                                                 : "other than T, int8, float8e4m3fn");
+  if (p->v_cache_dtype != p->k_cache_dtype)
+    return unsupported(why, why_size, "value_cache dtype different from key_cache's");
+  if (caps->compute_capability_major < 8)
+    return unsupported(why, why_size, "compute capability %d.%d (needs 8.0 or newer)",
+                       caps->compute_capability_major, caps->compute_capability_minor);
+  if (smem_bytes_of(p) > caps->max_shared_memory_per_block_optin)
+    return unsupported(why, why_size, "head_size %d (needs %d bytes of shared memory per block, the "
+                       "device allows %lld)", p->head_size, smem_bytes_of(p),
+                       (long long)caps->max_shared_memory_per_block_optin);
+  if (p->token_count > INT32_MAX)
+    return unsupported(why, why_size, "token_count %lld (at most %d)", (long long)p->token_count,
+                       INT32_MAX);
+  if ((int64_t)p->kv_num_heads * ceil_div(p->group_size, kDecodeHeadsPerCta) > 65535)
+    return unsupported(why, why_size, "num_heads %d (at most 65535 CTAs per token)", p->num_heads);
+  return PA_SUCCESS;
+}
+
+// The split size depends only on static shapes and the device, never on attention_metadata, so the
+// partition of every key range (hence the summation order) is the same with bounds absent, tight or
+// loose; the bound only decides how many split slots the grid has (and the workspace).
+int tiles_per_split_for(const pa__problem *p, const pa_device_caps *caps, int smem_bytes,
+                        int head_chunks) {
+  const int64_t sms = caps->multiprocessor_count > 0 ? caps->multiprocessor_count : 1;
+  const int64_t ctas_per_sm =
+      std::max<int64_t>(1, std::min<int64_t>(4, (caps->max_shared_memory_per_block_optin + 1024) /
+                                                    (smem_bytes + 1024)));
+  const int64_t target_ctas = 2 * sms * ctas_per_sm;
+  const int64_t units = p->token_count * p->kv_num_heads * head_chunks;
+  const int64_t capacity_tiles =
+      ceil_div((int64_t)p->max_blocks_per_seq * p->block_size, kDecodeTileKeys);
+  const int64_t splits_wanted = ceil_div(target_ctas, units);
+  int64_t tiles = std::min<int64_t>(kMaxTilesPerSplit, ceil_div(capacity_tiles, splits_wanted));
+  tiles = std::max<int64_t>(tiles, ceil_div(capacity_tiles, 65535));  // gridDim.y
+  const int64_t slot_bytes = p->token_count * p->num_heads * ((int64_t)p->head_size * 4 + 8);
+  const int64_t max_slots = std::max<int64_t>(1, (int64_t)kMaxPartialBytes / slot_bytes);
+  tiles = std::max<int64_t>(tiles, ceil_div(capacity_tiles, max_slots));
+  return (int)std::max<int64_t>(1, tiles);
+}
+
+pa_status decode_plan(pa_plan *plan, int setup_device, size_t *backend_bytes) {
+  const pa__problem *p = &plan->problem;
+  decode_state *s = (decode_state *)calloc(1, sizeof *s);
+  if (!s) return pa__fail(PA_ERROR_OUT_OF_MEMORY, "plan: host allocation failed");
+  plan->backend_state = s;
+  if (!variant_for(p, &s->variant))
+    return pa__fail(PA_ERROR_INTERNAL, "DECODE: no kernel for this problem after check passed");
+  s->smem_bytes = smem_bytes_of(p);
+  s->head_chunks = (int)ceil_div(p->group_size, kDecodeHeadsPerCta);
+  s->tiles_per_split = tiles_per_split_for(p, &plan->caps, s->smem_bytes, s->head_chunks);
+  const int64_t bound_tiles = ceil_div(p->max_kv_len, kDecodeTileKeys);
+  s->num_split_slots = (int)std::max<int64_t>(1, ceil_div(bound_tiles, s->tiles_per_split));
+  s->grid = dim3((unsigned)p->token_count, (unsigned)s->num_split_slots,
+                 (unsigned)(p->kv_num_heads * s->head_chunks));
+  if (s->num_split_slots > 1) {
+    const size_t slots = (size_t)p->token_count * s->num_split_slots * p->num_heads;
+    s->partial_out_bytes = align_up(slots * p->head_size * sizeof(float));
+    *backend_bytes = s->partial_out_bytes + slots * sizeof(float2);
+  } else {
+    *backend_bytes = 0;
+  }
+  if (setup_device) {
+    cudaError_t err = s->variant.set_smem(s->smem_bytes);
+    if (err != cudaSuccess)
+      return pa__fail(PA_ERROR_CUDA, "DECODE: cudaFuncSetAttribute(%d bytes of shared memory): %s",
+                      s->smem_bytes, cudaGetErrorString(err));
+  }
+  const char *env = getenv("PA_DEBUG");
+  if (env && strcmp(env, "1") == 0)
+    fprintf(stderr,
+            "[pagedattn] DECODE: grid %u x %u x %u, %d threads, %d B shared, %d tiles of %d keys per "
+            "split, %d split slots%s\n",
+            s->grid.x, s->grid.y, s->grid.z, kDecodeThreads, s->smem_bytes, s->tiles_per_split,
+            kDecodeTileKeys, s->num_split_slots, s->num_split_slots > 1 ? " + merge" : "");
+  return PA_SUCCESS;
+}
+
+pa_status decode_run(const pa_plan *plan, const pa__io *io, pa__stream stream) {
+  const pa__problem *p = &plan->problem;
+  const decode_state *s = (const decode_state *)plan->backend_state;
+  decode_params P;
+  memset(&P, 0, sizeof P);
+  P.q = io->q_attn;
+  P.q_row_stride = io->q_attn_row_stride;
+  P.k_cache = io->key_cache;
+  P.v_cache = io->value_cache;
+  P.kv = paged_kv_layout_of(*p);
+  P.cu_seqlens = io->cu_seqlens;
+  P.past_seqlens = io->past_seqlens;
+  P.block_table = io->block_table;
+  P.query_positions = p->has_query_positions ? io->query_positions : nullptr;
+  P.head_sink = p->has_head_sink ? io->head_sink : nullptr;
+  P.k_scale = io->k_scale;
+  P.v_scale = io->v_scale;
+  P.k_quant = p->k_quant;
+  P.v_quant = p->v_quant;
+  P.output = io->output;
+  if (s->num_split_slots > 1) {
+    P.partial_out = (float *)io->backend_workspace;
+    P.partial_ml = (float2 *)((char *)io->backend_workspace + s->partial_out_bytes);
+  }
+  P.batch_size = p->batch_size;
+  P.num_heads = p->num_heads;
+  P.group_size = p->group_size;
+  P.head_chunks = s->head_chunks;
+  P.scale = p->scale;
+  P.softcap = p->softcap;
+  P.window = p->window;
+  P.is_causal = p->is_causal;
+  P.tiles_per_split = s->tiles_per_split;
+  P.num_split_slots = s->num_split_slots;
+
+  cudaStream_t st = (cudaStream_t)stream;
+  s->variant.launch(P, s->grid, s->smem_bytes, st);
+  if (s->num_split_slots > 1) {
+    dim3 grid((unsigned)p->token_count, (unsigned)p->num_heads);
+    int quantized = pa_dtype_size(p->k_cache_dtype) == 1;
+    if (p->dtype == PA_DTYPE_BFLOAT16)
+      decode_merge_kernel<__nv_bfloat16><<<grid, 128, 0, st>>>(P, quantized);
+    else
+      decode_merge_kernel<__half><<<grid, 128, 0, st>>>(P, quantized);
+  }
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess)
+    return pa__fail(PA_ERROR_CUDA, "DECODE: kernel launch failed: %s", cudaGetErrorString(err));
+  return PA_SUCCESS;
+}
+
+void decode_destroy(pa_plan *plan) {
+  free(plan->backend_state);
+  plan->backend_state = nullptr;
+}
+
+}  // namespace
+}  // namespace detail
+}  // namespace pa
+
+extern "C" const pa__backend_ops pa__decode_backend = {
+    PA_BACKEND_DECODE, pa::detail::decode_check, pa::detail::decode_plan, pa::detail::decode_run,
+    pa::detail::decode_destroy};

@@ -1,0 +1,459 @@
+// The DECODE backend's kernels: split-KV flash decoding over 16-token (or larger) pages.
+//
+// One CTA per (query token, KV head, chunk of up to 16 query heads of its group, split). The CTA
+// holds every query head of the chunk on the M dimension of mma.sync m16n8k16, so each KV tile is
+// read from memory once per group. Tiles are 64 keys whatever the page size: each row's address
+// comes from the block table (kv_access.cuh), and 16-byte cp.async loads fill a 3-stage ring.
+// Each of the 4 warps owns 16 keys of every tile and runs its own online softmax over them; the
+// warps are merged once at the end. The key range of a token is window-clamped ([lo, hi) below) and
+// cut into splits of tiles_per_split tiles (fixed at plan time from static shapes only, so results do
+// not depend on attention_metadata); each split writes unnormalized fp32 partial outputs with their
+// running max and sum, and decode_merge_kernel combines them. With one split slot the CTA writes
+// the output directly (same finalization, bitwise equal).
+//
+// Quantized caches: raw codes are exact in T, so the MMAs run on codes; a per-tensor k_scale goes
+// into the score scale, a per-channel one into Q (rounded to T once), v_scale into the output.
+#pragma once
+
+#include <math.h>
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#include "kv_access.cuh"
+#include "numeric.cuh"
+
+namespace pa {
+namespace detail {
+
+constexpr int kDecodeTileKeys = 64;
+constexpr int kDecodeWarps = 4;
+constexpr int kDecodeThreads = 32 * kDecodeWarps;
+constexpr int kDecodeKeysPerWarp = kDecodeTileKeys / kDecodeWarps;  // 16: one mma k-step of P·V
+constexpr int kDecodeStages = 3;
+constexpr int kDecodeHeadsPerCta = 16;  // the M of m16n8k16
+constexpr int kDecodeRowPadBytes = 16;  // staggers shared rows across banks
+constexpr float kLog2e = 1.4426950408889634f;
+
+struct decode_params {
+  const void *q;
+  int64_t q_row_stride;  // elements between tokens
+  const void *k_cache, *v_cache;
+  paged_kv_layout kv;
+  const int32_t *cu_seqlens, *past_seqlens, *block_table, *query_positions;  // positions: or NULL
+  const void *head_sink;                                                      // or NULL
+  const float *k_scale, *v_scale;
+  pa_quant_type k_quant, v_quant;
+  void *output;
+  float *partial_out;   // [token][split slot][head][head_size], unnormalized
+  float2 *partial_ml;   // [token][split slot][head]: (running max in log2 units, sum)
+  int32_t batch_size, num_heads, group_size, head_chunks;
+  float scale, softcap;  // softcap 0 = off
+  int32_t window;        // -1 = off
+  int32_t is_causal;
+  int32_t tiles_per_split, num_split_slots;
+};
+
+// Dynamic shared memory of the main kernel: Q, the admitted-row flags, then the K/V stage ring.
+__host__ __device__ inline int decode_q_row_elems(int head_size) { return head_size + 8; }
+__host__ __device__ inline int decode_kv_row_bytes(int head_size, int cache_elem_bytes) {
+  return head_size * cache_elem_bytes + kDecodeRowPadBytes;
+}
+__host__ __device__ inline int decode_smem_bytes(int head_size, int cache_elem_bytes) {
+  return kDecodeHeadsPerCta * decode_q_row_elems(head_size) * 2 + kDecodeStages * kDecodeTileKeys +
+         kDecodeStages * 2 * kDecodeTileKeys * decode_kv_row_bytes(head_size, cache_elem_bytes);
+}
+
+// ---- small device pieces ------------------------------------------------------------------------
+
+__device__ __forceinline__ void cp_async_16(void *smem_dst, const void *global_src, bool fill) {
+  // src-size 0 zero-fills the 16 bytes without reading global memory (unmapped / beyond-range rows)
+  uint32_t dst = (uint32_t)__cvta_generic_to_shared(smem_dst);
+  int src_bytes = fill ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global_src),
+               "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+template <typename T> struct mma_op;
+template <> struct mma_op<__half> {
+  __device__ static __forceinline__ void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+template <> struct mma_op<__nv_bfloat16> {
+  __device__ static __forceinline__ void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+// Weight of a partial state with running max m (log2 units) inside a merge whose max is m_all.
+__device__ __forceinline__ float softmax_rescale(float m, float m_all) { return exp2f(m - m_all); }
+
+// The output channel from the merged state (running max m, sum l, unnormalized o; log2 units):
+// the sink (log2 units, -inf when absent) joins the denominator only; a row with no admitted key
+// (l == 0) is zero, sink or not; v_scale_c dequantizes V. One definition for the direct path and the
+// merge kernel, so both round identically.
+__device__ __forceinline__ float finalize_output(float m, float l, float o, float sink,
+                                                 float v_scale_c) {
+  if (l == 0.0f) return 0.0f;
+  float m_all = fmaxf(m, sink);
+  float keep = exp2f(m - m_all);
+  float denominator = l * keep + exp2f(sink - m_all);
+  return o * keep / denominator * v_scale_c;
+}
+
+__device__ __forceinline__ float sink_log2(const decode_params &P, int head, bool is_bf16) {
+  if (!P.head_sink) return -INFINITY;
+  float s = is_bf16 ? to_float(reinterpret_cast<const __nv_bfloat16 *>(P.head_sink)[head])
+                    : to_float(reinterpret_cast<const __half *>(P.head_sink)[head]);
+  return s * kLog2e;
+}
+
+// The admitted key range [lo, hi) of token t (doc/semantics.md): empty for a token with no sequence.
+struct key_range {
+  int32_t seq;  // -1: no sequence
+  int64_t lo, hi;
+};
+__device__ __forceinline__ key_range token_key_range(const decode_params &P, int64_t t) {
+  key_range r = {-1, 0, 0};
+  int32_t b = token_sequence(P.cu_seqlens, P.batch_size, t);
+  if (b < 0) return r;
+  r.seq = b;
+  int64_t first = __ldg(P.cu_seqlens + b);
+  int64_t q_len = __ldg(P.cu_seqlens + b + 1) - first;
+  int64_t past = __ldg(P.past_seqlens + b);
+  int64_t kv_len = past + q_len;
+  int64_t pos = P.query_positions ? (int64_t)__ldg(P.query_positions + t) : past + (t - first);
+  if (P.is_causal) {
+    r.hi = min(kv_len, pos + 1);
+    r.lo = P.window > 0 ? max((int64_t)0, pos - P.window + 1) : 0;
+  } else {
+    r.hi = kv_len;
+  }
+  if (r.hi < r.lo) r.hi = r.lo;
+  return r;
+}
+
+// ---- the main kernel ----------------------------------------------------------------------------
+
+template <typename T, typename C, int DMAX>
+__global__ void __launch_bounds__(kDecodeThreads)
+    decode_kernel(const decode_params P) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int head_size = P.kv.head_size;
+  const int64_t token = blockIdx.x;
+  const int split = blockIdx.y;
+  const int kv_head = blockIdx.z / P.head_chunks;
+  const int head0 = kv_head * P.group_size + (blockIdx.z % P.head_chunks) * kDecodeHeadsPerCta;
+  const int rows = min(kDecodeHeadsPerCta, kv_head * P.group_size + P.group_size - head0);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int group_id = lane / 4, col = (lane % 4) * 2;  // mma fragment coordinates
+
+  const key_range range = token_key_range(P, token);
+  const int tiles = (int)((range.hi - range.lo + kDecodeTileKeys - 1) / kDecodeTileKeys);
+  const int tile_begin = (int)min((int64_t)split * P.tiles_per_split, (int64_t)tiles);
+  const int tile_end = min(tiles, tile_begin + P.tiles_per_split);
+  const bool direct = P.num_split_slots == 1;
+  const int64_t slot_base = (token * P.num_split_slots + split) * P.num_heads;
+
+  if (tile_begin >= tile_end) {  // nothing to read: an empty partial, or a zero output row
+    for (int i = tid; i < rows * head_size; i += kDecodeThreads) {
+      int r = i / head_size, c = i % head_size;
+      if (direct) {
+        reinterpret_cast<T *>(P.output)[(token * P.num_heads + head0 + r) * head_size + c] =
+            from_float<T>(0.0f);
+      } else if (c == 0) {
+        P.partial_ml[slot_base + head0 + r] = make_float2(-INFINITY, 0.0f);
+      }
+    }
+    return;
+  }
+
+  T *q_smem = reinterpret_cast<T *>(smem);
+  const int q_stride = decode_q_row_elems(head_size);
+  unsigned char *admitted = smem + kDecodeHeadsPerCta * q_stride * sizeof(T);
+  unsigned char *stages = admitted + kDecodeStages * kDecodeTileKeys;
+  const int row_bytes = decode_kv_row_bytes(head_size, sizeof(C));
+  const int row_elems = row_bytes / (int)sizeof(C);
+  const int stage_bytes = 2 * kDecodeTileKeys * row_bytes;
+
+  // Q of the chunk's heads into shared memory, with a per-channel k_scale folded in (rows beyond the
+  // group are zero: their scores are finite and discarded).
+  float qk_scale = P.scale;
+  if (is_quantized<C>::value && P.k_quant == PA_QUANT_PER_TENSOR) qk_scale *= __ldg(P.k_scale);
+  const bool fold_k_scale = is_quantized<C>::value && P.k_quant == PA_QUANT_PER_CHANNEL;
+  {
+    const T *q = reinterpret_cast<const T *>(P.q) + token * P.q_row_stride;
+    const int vecs_per_row = head_size / 8;
+    for (int i = tid; i < kDecodeHeadsPerCta * vecs_per_row; i += kDecodeThreads) {
+      int r = i / vecs_per_row, c = (i % vecs_per_row) * 8;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (r < rows) {
+        v = *reinterpret_cast<const uint4 *>(q + (int64_t)(head0 + r) * head_size + c);
+        if (fold_k_scale) {
+          T *e = reinterpret_cast<T *>(&v);
+#pragma unroll
+          for (int k = 0; k < 8; k++)
+            e[k] = from_float<T>(to_float(e[k]) *
+                                 __ldg(P.k_scale + (int64_t)kv_head * head_size + c + k));
+        }
+      }
+      *reinterpret_cast<uint4 *>(q_smem + r * q_stride + c) = v;
+    }
+  }
+
+  const int32_t *table_row = P.block_table + (int64_t)range.seq * P.kv.max_blocks_per_seq;
+  const unsigned char *k_base = reinterpret_cast<const unsigned char *>(P.k_cache);
+  const unsigned char *v_base = reinterpret_cast<const unsigned char *>(P.v_cache);
+  const int chunks_per_row = head_size * (int)sizeof(C) / 16;
+
+  // Issues the cp.async loads of tile `tile` into its stage; rows that are beyond the range or
+  // unmapped are zero-filled (so 0 * V stays finite) and flagged not admitted.
+  auto issue_tile = [&](int tile) {
+    const int stage = tile % kDecodeStages;
+    unsigned char *k_dst = stages + stage * stage_bytes;
+    unsigned char *v_dst = k_dst + kDecodeTileKeys * row_bytes;
+    const int64_t key0 = range.lo + (int64_t)tile * kDecodeTileKeys;
+    for (int i = tid; i < kDecodeTileKeys * chunks_per_row; i += kDecodeThreads) {
+      const int r = i / chunks_per_row, chunk = i % chunks_per_row;
+      const int64_t key = key0 + r;
+      const int32_t block_id = key < range.hi ? kv_block_id(P.kv, table_row, key) : -1;
+      const bool mapped = block_id >= 0;
+      const int64_t offset =
+          mapped ? kv_row_offset(P.kv, block_id, key, kv_head) * (int64_t)sizeof(C) + chunk * 16 : 0;
+      cp_async_16(k_dst + r * row_bytes + chunk * 16, k_base + offset, mapped);
+      cp_async_16(v_dst + r * row_bytes + chunk * 16, v_base + offset, mapped);
+      if (chunk == 0) admitted[stage * kDecodeTileKeys + r] = mapped;
+    }
+  };
+
+  constexpr int kSteps = DMAX / 16;     // k-steps of Q·K^T
+  constexpr int kOutTiles = DMAX / 8;   // n-tiles of P·V
+  float out_acc[kOutTiles][4];
+#pragma unroll
+  for (int n = 0; n < kOutTiles; n++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) out_acc[n][i] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY};  // rows group_id and group_id + 8
+  float row_sum[2] = {0.0f, 0.0f};            // this thread's columns only, reduced at the end
+  const float softcap = P.softcap;
+
+#pragma unroll
+  for (int s = 0; s < kDecodeStages - 1; s++) {
+    if (tile_begin + s < tile_end) issue_tile(tile_begin + s);
+    cp_async_commit();
+  }
+
+  for (int tile = tile_begin; tile < tile_end; tile++) {
+    cp_async_wait<kDecodeStages - 2>();
+    __syncthreads();
+    if (tile + kDecodeStages - 1 < tile_end) issue_tile(tile + kDecodeStages - 1);
+    cp_async_commit();
+
+    const int stage = tile % kDecodeStages;
+    const C *k_tile = reinterpret_cast<const C *>(stages + stage * stage_bytes) +
+                      warp * kDecodeKeysPerWarp * row_elems;
+    const C *v_tile = k_tile + kDecodeTileKeys * row_elems;
+    const unsigned char *tile_admitted = admitted + stage * kDecodeTileKeys + warp * kDecodeKeysPerWarp;
+
+    // scores of 16 heads x this warp's 16 keys
+    float score[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+    for (int ks = 0; ks < kSteps; ks++) {
+      if (ks * 16 < head_size) {
+        const T *q0 = q_smem + group_id * q_stride + ks * 16 + col;
+        const T *q8 = q0 + 8 * q_stride;
+        uint32_t a[4] = {*reinterpret_cast<const uint32_t *>(q0), *reinterpret_cast<const uint32_t *>(q8),
+                         *reinterpret_cast<const uint32_t *>(q0 + 8),
+                         *reinterpret_cast<const uint32_t *>(q8 + 8)};
+#pragma unroll
+        for (int n = 0; n < 2; n++) {
+          const C *k_row = k_tile + (n * 8 + group_id) * row_elems + ks * 16 + col;
+          mma_op<T>::run(score[n], a, cache_pair_to_t2<T>(k_row), cache_pair_to_t2<T>(k_row + 8));
+        }
+      }
+    }
+
+    // scale, softcap, mask; online softmax per row (log2 units)
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < 2; n++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        float s = score[n][i] * qk_scale;
+        if (softcap > 0.0f) s = softcap * tanhf(s / softcap);
+        s = tile_admitted[n * 8 + col + (i & 1)] ? s * kLog2e : -INFINITY;
+        score[n][i] = s;
+        tile_max[i / 2] = fmaxf(tile_max[i / 2], s);
+      }
+    float rescale[2], base[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
+      float new_max = fmaxf(row_max[h], tile_max[h]);
+      base[h] = new_max == -INFINITY ? 0.0f : new_max;  // keeps exp2(-inf - base) = 0, never NaN
+      rescale[h] = exp2f(row_max[h] - base[h]);
+      row_max[h] = new_max;
+      row_sum[h] *= rescale[h];
+    }
+    float prob[2][4];
+#pragma unroll
+    for (int n = 0; n < 2; n++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        prob[n][i] = exp2f(score[n][i] - base[i / 2]);
+        row_sum[i / 2] += prob[n][i];
+      }
+#pragma unroll
+    for (int n = 0; n < kOutTiles; n++) {
+      out_acc[n][0] *= rescale[0];
+      out_acc[n][1] *= rescale[0];
+      out_acc[n][2] *= rescale[1];
+      out_acc[n][3] *= rescale[1];
+    }
+
+    // out += P · V over this warp's 16 keys (P rounded to T, as in every flash kernel)
+    const uint32_t p_frag[4] = {pack_t2<T>(prob[0][0], prob[0][1]), pack_t2<T>(prob[0][2], prob[0][3]),
+                                pack_t2<T>(prob[1][0], prob[1][1]), pack_t2<T>(prob[1][2], prob[1][3])};
+    const C *v_rows = v_tile + col * row_elems + group_id;
+#pragma unroll
+    for (int n = 0; n < kOutTiles; n++) {
+      if (n * 8 < head_size) {
+        const C *v = v_rows + n * 8;
+        uint32_t b0 = cache_two_to_t2<T, C>(v[0], v[row_elems]);
+        uint32_t b1 = cache_two_to_t2<T, C>(v[8 * row_elems], v[9 * row_elems]);
+        mma_op<T>::run(out_acc[n], p_frag, b0, b1);
+      }
+    }
+  }
+
+  // Merge the 4 warps through shared memory (the stage ring is free once every load has landed).
+  cp_async_wait<0>();
+  __syncthreads();
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
+    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
+  }
+  float *warp_out = reinterpret_cast<float *>(stages);  // [warp][16][head_size]
+  float2 *warp_ml = reinterpret_cast<float2 *>(warp_out + kDecodeWarps * kDecodeHeadsPerCta * head_size);
+  {
+    float *mine = warp_out + warp * kDecodeHeadsPerCta * head_size;
+#pragma unroll
+    for (int n = 0; n < kOutTiles; n++) {
+      if (n * 8 < head_size) {
+        *reinterpret_cast<float2 *>(mine + group_id * head_size + n * 8 + col) =
+            make_float2(out_acc[n][0], out_acc[n][1]);
+        *reinterpret_cast<float2 *>(mine + (group_id + 8) * head_size + n * 8 + col) =
+            make_float2(out_acc[n][2], out_acc[n][3]);
+      }
+    }
+    if (lane % 4 == 0) {
+      warp_ml[warp * kDecodeHeadsPerCta + group_id] = make_float2(row_max[0], row_sum[0]);
+      warp_ml[warp * kDecodeHeadsPerCta + group_id + 8] = make_float2(row_max[1], row_sum[1]);
+    }
+  }
+  __syncthreads();
+
+  const bool is_bf16 = dtype_of<T>::value == PA_DTYPE_BFLOAT16;
+  for (int i = tid; i < rows * head_size; i += kDecodeThreads) {
+    const int r = i / head_size, c = i % head_size;
+    float m = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kDecodeWarps; w++) {
+      float2 ml = warp_ml[w * kDecodeHeadsPerCta + r];
+      if (ml.y > 0.0f) m = fmaxf(m, ml.x);
+    }
+    float l = 0.0f, o = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kDecodeWarps; w++) {
+      float2 ml = warp_ml[w * kDecodeHeadsPerCta + r];
+      if (ml.y > 0.0f) {
+        float weight = softmax_rescale(ml.x, m);
+        l += ml.y * weight;
+        o += warp_out[(w * kDecodeHeadsPerCta + r) * head_size + c] * weight;
+      }
+    }
+    const int head = head0 + r;
+    if (direct) {
+      float v_scale_c = is_quantized<C>::value
+                            ? cache_scale(P.v_scale, P.v_quant, kv_head, head_size, c)
+                            : 1.0f;
+      reinterpret_cast<T *>(P.output)[(token * P.num_heads + head) * head_size + c] =
+          from_float<T>(finalize_output(m, l, o, sink_log2(P, head, is_bf16), v_scale_c));
+    } else {
+      P.partial_out[(slot_base + head) * head_size + c] = o;
+      if (c == 0) P.partial_ml[slot_base + head] = make_float2(m, l);
+    }
+  }
+}
+
+// Combines the split slots of one (token, head): slots with no admitted key are skipped, so the
+// result does not depend on how many slots the launch had.
+template <typename T>
+__global__ void __launch_bounds__(128) decode_merge_kernel(const decode_params P, int is_quantized_cache) {
+  const int64_t token = blockIdx.x;
+  const int head = blockIdx.y;
+  const int head_size = P.kv.head_size;
+  const int kv_head = head / P.group_size;
+  const float2 *ml = P.partial_ml + token * P.num_split_slots * P.num_heads + head;
+  float m = -INFINITY;
+  for (int s = 0; s < P.num_split_slots; s++) {
+    float2 x = ml[(int64_t)s * P.num_heads];
+    if (x.y > 0.0f) m = fmaxf(m, x.x);
+  }
+  float l = 0.0f;
+  for (int s = 0; s < P.num_split_slots; s++) {
+    float2 x = ml[(int64_t)s * P.num_heads];
+    if (x.y > 0.0f) l += x.y * softmax_rescale(x.x, m);
+  }
+  const float sink = sink_log2(P, head, dtype_of<T>::value == PA_DTYPE_BFLOAT16);
+  for (int c = threadIdx.x; c < head_size; c += blockDim.x) {
+    float o = 0.0f;
+    for (int s = 0; s < P.num_split_slots; s++) {
+      float2 x = ml[(int64_t)s * P.num_heads];
+      if (x.y > 0.0f)
+        o += P.partial_out[((token * P.num_split_slots + s) * P.num_heads + head) * head_size + c] *
+             softmax_rescale(x.x, m);
+    }
+    float v_scale_c =
+        is_quantized_cache ? cache_scale(P.v_scale, P.v_quant, kv_head, head_size, c) : 1.0f;
+    reinterpret_cast<T *>(P.output)[(token * P.num_heads + head) * head_size + c] =
+        from_float<T>(finalize_output(m, l, o, sink, v_scale_c));
+  }
+}
+
+// Per-instantiation entry points, defined in the decode_*.cu translation units.
+template <typename T, typename C, int DMAX> cudaError_t decode_set_smem(int smem_bytes);
+template <typename T, typename C, int DMAX>
+void decode_launch(const decode_params &P, dim3 grid, int smem_bytes, cudaStream_t stream);
+
+#define PA_DECODE_INSTANTIATE(T, C, DMAX)                                                          \
+  template <> cudaError_t decode_set_smem<T, C, DMAX>(int smem_bytes) {                            \
+    return cudaFuncSetAttribute(decode_kernel<T, C, DMAX>,                                         \
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);          \
+  }                                                                                                \
+  template <>                                                                                      \
+  void decode_launch<T, C, DMAX>(const decode_params &P, dim3 grid, int smem_bytes,                \
+                                 cudaStream_t stream) {                                            \
+    decode_kernel<T, C, DMAX><<<grid, kDecodeThreads, smem_bytes, stream>>>(P);                    \
+  }
+
+}  // namespace detail
+}  // namespace pa
