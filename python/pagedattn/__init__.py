@@ -1,0 +1,307 @@
+"""pagedattn: Python binding of libpagedattn (ctypes).
+
+One function, paged_attention, mirrors the operator (doc/semantics.md): inputs in the schema's
+order, attributes as keyword arguments with the schema's names. CUDA arrays (torch, cupy, anything
+with __cuda_array_interface__) run pa_execute on the caller's current stream, with the workspace
+taken from the caller's framework, so the call can be captured in a CUDA graph. Host arrays (numpy,
+CPU torch; bfloat16 / float8 through ml_dtypes or torch) run the library's reference executor.
+"""
+import collections
+import ctypes
+import threading
+
+from . import _arrays
+from . import _capi as C
+
+__all__ = ["paged_attention", "Error", "clear_plan_cache", "library_path"]
+
+PLAN_CACHE_SIZE = 64
+
+
+class Error(RuntimeError):
+    """A failed call: `status` (pa_status value), `status_name` ("PA_ERROR_INVALID_ARGUMENT") and
+    `message` (the library's detail, or the binding's, naming the argument)."""
+
+    def __init__(self, status, status_name, message):
+        super().__init__("%s: %s" % (status_name, message))
+        self.status, self.status_name, self.message = status, status_name, message
+
+
+def _argument_error(message):
+    return Error(C.PA_ERROR_INVALID_ARGUMENT, "PA_ERROR_INVALID_ARGUMENT", message)
+
+
+def _check(status):
+    if status != C.PA_SUCCESS:
+        raise Error(status, C.status_name(status), C.last_error_message())
+
+
+def library_path():
+    """The path of the loaded libpagedattn.so."""
+    return C.library().path
+
+
+class _Plan:
+    """Owns one pa_plan; destroyed with the object (when the cache evicts it)."""
+
+    def __init__(self, attrs, in_descs, out_descs, options):
+        lib = C.library()
+        handle = ctypes.c_void_p()
+        _check(lib.pa_plan_create(ctypes.byref(handle), ctypes.byref(attrs), in_descs, out_descs,
+                                  ctypes.byref(options)))
+        self._destroy = lib.pa_plan_destroy
+        self.handle = handle.value
+        self.workspace_size = lib.pa_plan_workspace_size(self.handle)
+        self.backend = lib.pa_backend_name(lib.pa_plan_backend(self.handle)).decode()
+
+    def __del__(self):
+        if getattr(self, "handle", None):
+            self._destroy(self.handle)
+            self.handle = None
+
+
+_plans = collections.OrderedDict()
+_plans_lock = threading.Lock()
+
+
+def clear_plan_cache():
+    with _plans_lock:
+        _plans.clear()
+
+
+def _cached_plan(key, attrs, in_descs, out_descs, options):
+    with _plans_lock:
+        plan = _plans.get(key)
+        if plan is not None:
+            _plans.move_to_end(key)
+            return plan
+    plan = _Plan(attrs, in_descs, out_descs, options)
+    with _plans_lock:
+        _plans[key] = plan
+        while len(_plans) > PLAN_CACHE_SIZE:
+            _plans.popitem(last=False)
+    return plan
+
+
+def _parse(parser, name, value):
+    out = ctypes.c_int()
+    _check(getattr(C.library(), parser)(value.encode() if value is not None else None,
+                                        ctypes.byref(out)))
+    return out.value
+
+
+def _attributes(kw):
+    attrs = C.Attributes()
+    C.library().pa_attributes_init(ctypes.byref(attrs))
+    for name in ("num_heads", "kv_num_heads", "local_window_size", "do_rotary",
+                 "rotary_interleaved", "v_head_size", "rotary_offset", "qk_output", "is_causal"):
+        setattr(attrs, name, int(kw[name]))
+    for name in ("scale", "softcap", "qk_norm_epsilon"):
+        setattr(attrs, name, float(kw[name]))
+    for name in ("k_quant_type", "v_quant_type"):
+        setattr(attrs, name, _parse("pa_quant_type_parse", name, kw[name]))
+    for name in ("k_cache_dtype", "v_cache_dtype"):
+        setattr(attrs, name, _parse("pa_cache_dtype_parse", name, kw[name]))
+    attrs.kv_cache_layout = _parse("pa_kv_cache_layout_parse", "kv_cache_layout",
+                                   kw["kv_cache_layout"])
+    return attrs
+
+
+def _describe(desc, arr):
+    desc.dtype = arr.dtype
+    desc.rank = len(arr.shape)
+    for i, d in enumerate(arr.shape):
+        desc.dims[i] = d
+
+
+def _output_shape(query, key, kw):
+    """(token_count, num_heads * effective v_head_size), from the shapes (doc/semantics.md)."""
+    if len(query.shape) != 2:
+        raise _argument_error("query: rank must be 2, got %d" % len(query.shape))
+    heads, kv_heads = int(kw["num_heads"]), int(kw["kv_num_heads"])
+    if heads <= 0 or kv_heads <= 0:
+        return (query.shape[0], 0)  # the library names the bad attribute
+    packed = key is None and kw["kv_cache_layout"] in (None, "", "SEPARATE")
+    head_size = query.shape[1] // (heads + 2 * kv_heads if packed else heads)
+    v_head_size = int(kw["v_head_size"]) or head_size
+    return (query.shape[0], heads * v_head_size)
+
+
+def _stream_handle(stream, framework, device):
+    if stream is not None:
+        for attr in ("cuda_stream", "ptr", "handle"):
+            if hasattr(stream, attr):
+                return int(getattr(stream, attr))
+        return int(stream)
+    if framework == "torch":
+        import torch
+        return torch.cuda.current_stream(device).cuda_stream
+    import cupy
+    return cupy.cuda.get_current_stream().ptr
+
+
+def _device_context(framework, device):
+    if framework == "torch":
+        import torch
+        return torch.cuda.device(device)
+    import cupy
+    return cupy.cuda.Device(device)
+
+
+def _current_device(framework):
+    if framework == "torch":
+        import torch
+        return torch.cuda.current_device()
+    import cupy
+    return cupy.cuda.Device().id
+
+
+def paged_attention(query, key, value, key_cache, value_cache, cumulative_sequence_length,
+                    past_seqlens, block_table, cos_cache=None, sin_cache=None, slot_mapping=None,
+                    head_sink=None, q_norm_weight=None, k_norm_weight=None, k_scale=None,
+                    v_scale=None, attention_metadata=None, query_positions=None,
+                    attention_bias=None, *, num_heads, kv_num_heads, scale=0.0, softcap=0.0,
+                    local_window_size=-1, do_rotary=0, rotary_interleaved=0, qk_norm_epsilon=1e-6,
+                    k_quant_type="NONE", v_quant_type="NONE", k_cache_dtype="", v_cache_dtype="",
+                    v_head_size=0, rotary_offset=0, kv_cache_layout="SEPARATE", qk_output=0,
+                    is_causal=1, backend="auto", output_qk=None, stream=None):
+    """Runs the operator; returns output, or (output, output_qk) when qk_output != 0.
+
+    key_cache / value_cache are updated in place. `backend`: "auto", "reference", "decode",
+    "prefill", "unfused" or "latent". `output_qk`: a preallocated (num_heads, token_count, C) array,
+    or None to allocate one with C = block_table.shape[1] * block_size. `attention_metadata`: two
+    host ints (replay-wide bounds). `stream` (CUDA only): a stream object or handle to use instead of
+    the framework's current stream. Raises pagedattn.Error.
+    """
+    kw = dict(num_heads=num_heads, kv_num_heads=kv_num_heads, scale=scale, softcap=softcap,
+              local_window_size=local_window_size, do_rotary=do_rotary,
+              rotary_interleaved=rotary_interleaved, qk_norm_epsilon=qk_norm_epsilon,
+              k_quant_type=k_quant_type, v_quant_type=v_quant_type, k_cache_dtype=k_cache_dtype,
+              v_cache_dtype=v_cache_dtype, v_head_size=v_head_size, rotary_offset=rotary_offset,
+              kv_cache_layout=kv_cache_layout, qk_output=qk_output, is_causal=is_causal)
+    if backend not in C.BACKENDS:
+        raise _argument_error("backend: expected one of %s, got %r"
+                              % (", ".join(C.BACKENDS), backend))
+    tensors = (query, key, value, key_cache, value_cache, cumulative_sequence_length,
+               past_seqlens, block_table, cos_cache, sin_cache, slot_mapping, head_sink,
+               q_norm_weight, k_norm_weight, k_scale, v_scale, None, query_positions,
+               attention_bias)
+    if query is None or key_cache is None:
+        raise _argument_error("%s: required" % ("query" if query is None else "key_cache"))
+    try:
+        arrays = [None if t is None else _arrays.wrap(C.INPUT_NAMES[i], t)
+                  for i, t in enumerate(tensors)]
+        qk_array = None if output_qk is None else _arrays.wrap("output_qk", output_qk)
+    except _arrays.ArgumentError as e:
+        raise _argument_error(str(e)) from None
+    for name, arr in (*zip(C.INPUT_NAMES, arrays), ("output_qk", qk_array)):
+        if arr is not None and arr.is_cuda != arrays[0].is_cuda:
+            raise _argument_error("%s: on %s, but query is on %s" % (
+                name, "a CUDA device" if arr.is_cuda else "the host",
+                "a CUDA device" if arrays[0].is_cuda else "the host"))
+        if arr is not None and arr.is_cuda and -1 not in (arr.device, arrays[0].device) \
+                and arr.device != arrays[0].device:
+            raise _argument_error("%s: on CUDA device %d, but query is on device %d"
+                                  % (name, arr.device, arrays[0].device))
+    for idx, cache_dtype in ((C.PA_IN_KEY_CACHE, k_cache_dtype), (C.PA_IN_VALUE_CACHE, v_cache_dtype)):
+        # numpy without ml_dtypes and cupy have no float8: their uint8 bytes stand in for it
+        if arrays[idx] is not None and arrays[idx].dtype == C.PA_DTYPE_UINT8 \
+                and cache_dtype == "float8e4m3fn":
+            arrays[idx].dtype = C.PA_DTYPE_FLOAT8_E4M3FN
+
+    q = arrays[0]
+    on_cuda = q.is_cuda
+    framework = _arrays.cuda_framework(q) if on_cuda else None
+    if on_cuda and backend == "reference":
+        raise _argument_error("backend: \"reference\" runs on host arrays; pass host copies "
+                              "(numpy or CPU torch) to run the reference executor")
+    device = C.PA_DEVICE_HOST
+    if on_cuda:
+        device = next((a.device for a in arrays + [qk_array] if a is not None and a.device >= 0),
+                      -1)
+        if device < 0:
+            device = _current_device(framework)
+
+    in_descs = C.InputDescs()
+    for i, arr in enumerate(arrays):
+        if arr is not None:
+            _describe(in_descs[i], arr)
+    metadata = None
+    options = C.PlanOptions()
+    C.library().pa_plan_options_init(ctypes.byref(options))
+    if attention_metadata is not None:
+        if hasattr(attention_metadata, "__cuda_array_interface__") or getattr(
+                getattr(attention_metadata, "device", None), "type", "cpu") != "cpu":
+            raise _argument_error("attention_metadata: expected two host ints, got a device array")
+        metadata = tuple(int(v) for v in attention_metadata)
+        if len(metadata) != 2:
+            raise _argument_error("attention_metadata: expected 2 values, got %d" % len(metadata))
+        meta_desc = in_descs[C.PA_IN_ATTENTION_METADATA]
+        meta_desc.dtype, meta_desc.rank, meta_desc.dims[0] = C.PA_DTYPE_INT32, 1, 2
+        options.attention_metadata = (ctypes.c_int32 * 2)(*metadata)
+    options.device = device
+    options.backend = C.BACKENDS[backend]
+
+    out_shape = _output_shape(q, arrays[1], kw)
+    out_descs = C.OutputDescs()
+    out_descs[C.PA_OUT_OUTPUT].dtype = q.dtype
+    out_descs[C.PA_OUT_OUTPUT].rank = 2
+    out_descs[C.PA_OUT_OUTPUT].dims[0], out_descs[C.PA_OUT_OUTPUT].dims[1] = out_shape
+    if int(qk_output) != 0 and qk_array is None:
+        if len(arrays[7].shape if arrays[7] else ()) != 2 or len(arrays[3].shape) != 4:
+            raise _argument_error("output_qk: cannot size it: block_table must be rank 2 and "
+                                  "key_cache rank 4")
+        qk_shape = (int(num_heads), q.shape[0], arrays[7].shape[1] * arrays[3].shape[1])
+        out_descs[C.PA_OUT_QK].dtype, out_descs[C.PA_OUT_QK].rank = C.PA_DTYPE_FLOAT32, 3
+        for i, d in enumerate(qk_shape):
+            out_descs[C.PA_OUT_QK].dims[i] = d
+    elif qk_array is not None:
+        _describe(out_descs[C.PA_OUT_QK], qk_array)
+
+    attrs = _attributes(kw)
+    key = (tuple(getattr(attrs, f) for f, _ in C.Attributes._fields_),
+           tuple((d.dtype, d.rank, tuple(d.dims)) for d in in_descs),
+           tuple((d.dtype, d.rank, tuple(d.dims)) for d in out_descs),
+           device, backend, metadata)
+    plan = _cached_plan(key, attrs, in_descs, out_descs, options)
+
+    output = _arrays.empty(q, out_shape, q.dtype)
+    out_arr = _arrays.wrap("output", output)
+    if int(qk_output) != 0 and qk_array is None:
+        qk_dims = tuple(out_descs[C.PA_OUT_QK].dims[:3])
+        output_qk = _arrays.empty(q, qk_dims, C.PA_DTYPE_FLOAT32)
+        qk_array = _arrays.wrap("output_qk", output_qk)
+
+    keep_alive = []
+
+    def address(arr):
+        # a zero-element tensor may have address 0, which the library reads as "absent"
+        if arr.ptr or arr.size:
+            return arr.ptr
+        placeholder = _arrays.empty(q, (C.PA_WORKSPACE_ALIGNMENT,), C.PA_DTYPE_UINT8)
+        keep_alive.append(placeholder)
+        return _arrays.wrap("placeholder", placeholder).ptr
+
+    in_ptrs = C.InputPtrs(*[None if a is None else address(a) for a in arrays])
+    out_ptrs = C.OutputPtrs()
+    out_ptrs[C.PA_OUT_OUTPUT] = address(out_arr)
+    if qk_array is not None and int(qk_output) != 0:
+        out_ptrs[C.PA_OUT_QK] = address(qk_array)
+
+    lib = C.library()
+    if not on_cuda:
+        _check(lib.pa_execute_reference(plan.handle, in_ptrs, out_ptrs))
+    else:
+        with _device_context(framework, device):
+            workspace_ptr, workspace_bytes = None, plan.workspace_size
+            if workspace_bytes:
+                align = C.PA_WORKSPACE_ALIGNMENT
+                workspace = _arrays.empty(q, (workspace_bytes + align,), C.PA_DTYPE_UINT8)
+                keep_alive.append(workspace)
+                base = _arrays.wrap("workspace", workspace).ptr
+                workspace_ptr = (base + align - 1) // align * align
+            _check(lib.pa_execute(plan.handle, in_ptrs, out_ptrs, workspace_ptr, workspace_bytes,
+                                  _stream_handle(stream, framework, device)))
+    if int(qk_output) != 0:
+        return output, qk_array.obj
+    return output
