@@ -1,0 +1,254 @@
+// The prologue kernel (doc/semantics.md, "Prologue"): per token, unpack -> QK-Norm -> RoPE ->
+// round to T -> quantize -> slot write, and Q into the workspace. Included by the per-type
+// translation units only, which instantiate launch_prologue<T, C>.
+#pragma once
+
+#include "numeric.cuh"
+#include "prologue.cuh"
+
+namespace pa {
+namespace detail {
+
+enum prologue_row_kind { ROW_Q, ROW_K, ROW_V };
+
+// The sequence of token t: the b with cu[b] <= t < cu[b + 1] (the last such b, so sequences with no
+// token are passed over), or -1 when there is none (t >= cu[B], or cu is not monotonic there).
+// Reads only cu[0..batch_size].
+__device__ __forceinline__ int find_sequence(const int32_t *cu, int batch_size, int64_t t) {
+  int lo = 0, hi = batch_size;
+  while (hi - lo > 1) {
+    int mid = (lo + hi) >> 1;
+    if (__ldg(cu + mid) <= t) lo = mid;
+    else hi = mid;
+  }
+  return (__ldg(cu + lo) <= t && t < __ldg(cu + lo + 1)) ? lo : -1;
+}
+
+template <typename T> __device__ __forceinline__ void unpack8(const uint4 &raw, float (&x)[8]) {
+  const T *e = reinterpret_cast<const T *>(&raw);
+#pragma unroll
+  for (int i = 0; i < 8; i++) x[i] = to_float(e[i]);
+}
+
+// Rounds eight values to T (one rounding, nearest even) and stores them with one 16-byte store.
+template <typename T> __device__ __forceinline__ void store8_t(T *dst, const float (&x)[8]) {
+  uint4 raw;
+  T *e = reinterpret_cast<T *>(&raw);
+#pragma unroll
+  for (int i = 0; i < 8; i++) e[i] = from_float<T>(x[i]);
+  *reinterpret_cast<uint4 *>(dst) = raw;
+}
+
+// Rounds eight values to T, quantizes them to the cache type (K and V each with their own scale) and
+// stores them: 16 bytes for a T cache, 8 bytes for an 8-bit one.
+template <typename T, typename C>
+__device__ __forceinline__ void store8_cache(C *dst, const float (&x)[8], const float *scale,
+                                             pa_quant_type quant, float tensor_inv_scale, int head,
+                                             int head_size, int channel) {
+  if constexpr (!is_quantized<C>::value) {
+    store8_t<T>(reinterpret_cast<T *>(dst), x);
+  } else {
+    uint2 raw;
+    C *e = reinterpret_cast<C *>(&raw);
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      float rounded = to_float(from_float<T>(x[i]));
+      float inv_scale = quant == PA_QUANT_PER_CHANNEL
+                            ? 1.0f / __ldg(scale + (int64_t)head * head_size + channel + i)
+                            : tensor_inv_scale;
+      e[i] = quantize<C>(rounded, inv_scale);
+    }
+    *reinterpret_cast<uint2 *>(dst) = raw;
+  }
+}
+
+// RoPE output channel c (doc/semantics.md step 3) of `row` (fp32, after QK-Norm). Channel c is x1
+// or x2 of its pair; the partner is the other. The products are rounded separately (no FMA
+// contraction), as the reference computes them.
+template <typename T>
+__device__ __forceinline__ float rotate_channel(const prologue_params &prm, const float *row, int c,
+                                                int64_t position) {
+  const int r = c - prm.rotary_offset;
+  if (r < 0 || r >= prm.rotary_dim) return row[c];
+  const int half = prm.rotary_dim >> 1;
+  bool first;
+  int pair, partner;
+  if (prm.rotary_interleaved) {
+    first = (r & 1) == 0;
+    pair = r >> 1;
+    partner = first ? c + 1 : c - 1;
+  } else {
+    first = r < half;
+    pair = first ? r : r - half;
+    partner = first ? c + half : c - half;
+  }
+  const int64_t table_index = position * half + pair;
+  const float cos_v = to_float(__ldg(static_cast<const T *>(prm.cos_cache) + table_index));
+  const float sin_v = to_float(__ldg(static_cast<const T *>(prm.sin_cache) + table_index));
+  const float own = row[c], other = row[partner];
+  return first ? __fsub_rn(__fmul_rn(own, cos_v), __fmul_rn(other, sin_v))
+               : __fadd_rn(__fmul_rn(own, cos_v), __fmul_rn(other, sin_v));
+}
+
+// Every lane of a warp runs every iteration (the shuffles and __syncwarp need the whole warp); a
+// lane without work (row past the end, token of no sequence, slot not written, chunk past the row)
+// just does not load or store.
+template <typename T, typename C>
+__global__ void __launch_bounds__(kPrologueThreads) prologue_kernel(const prologue_params prm) {
+  extern __shared__ float rotary_rows[];  // per lane group: its row in fp32, for RoPE's partners
+  const int L = prm.lanes_per_row;
+  const int group = threadIdx.x >> prm.lanes_log2;
+  const int lane_in_row = threadIdx.x & (L - 1);
+  const int groups_per_cta = blockDim.x >> prm.lanes_log2;
+  const int D = prm.head_size;
+  const int chunks = D >> 3;
+  float *row_scratch = rotary_rows + group * (prm.chunks_per_lane * L * 8);
+
+  for (int64_t first_row = (int64_t)blockIdx.x * groups_per_cta; first_row < prm.total_rows;
+       first_row += (int64_t)gridDim.x * groups_per_cta) {
+    const int64_t row = first_row + group;
+    bool active = row < prm.total_rows;
+    const int64_t t = active ? row / prm.rows_per_token : 0;
+    const int row_in_token = active ? (int)(row - t * prm.rows_per_token) : 0;
+    prologue_row_kind kind = ROW_Q;
+    int head = row_in_token;
+    if (row_in_token >= prm.q_rows + prm.kv_num_heads) {
+      kind = ROW_V;
+      head = row_in_token - prm.q_rows - prm.kv_num_heads;
+    } else if (row_in_token >= prm.q_rows) {
+      kind = ROW_K;
+      head = row_in_token - prm.q_rows;
+    }
+
+    // 1. unpack: issue this row's loads first; the sequence lookup below overlaps them
+    const T *src;
+    if (kind == ROW_Q) {
+      src = static_cast<const T *>(prm.query) + t * prm.query_row_elems + (int64_t)head * D;
+    } else if (prm.packed) {
+      const int heads_before = prm.num_heads + (kind == ROW_V ? prm.kv_num_heads : 0);
+      src = static_cast<const T *>(prm.query) + t * prm.query_row_elems +
+            (int64_t)(heads_before + head) * D;
+    } else {
+      src = static_cast<const T *>(kind == ROW_K ? prm.key : prm.value) + t * prm.kv_row_elems +
+            (int64_t)head * D;
+    }
+    uint4 raw[kPrologueMaxChunksPerLane];
+#pragma unroll
+    for (int k = 0; k < kPrologueMaxChunksPerLane; k++) {
+      const int chunk = lane_in_row + k * L;
+      raw[k] = make_uint4(0, 0, 0, 0);
+      if (active && k < prm.chunks_per_lane && chunk < chunks)
+        raw[k] = __ldg(reinterpret_cast<const uint4 *>(src + chunk * 8));
+    }
+
+    // the token's sequence, position and destination row
+    int64_t position = 0;
+    int64_t dst_row = -1;  // element offset of the destination row
+    if (active) {
+      const int b = find_sequence(prm.cu_seqlens, prm.batch_size, t);
+      if (b >= 0) {
+        const int64_t first_token = __ldg(prm.cu_seqlens + b);
+        position = prm.query_positions ? (int64_t)__ldg(prm.query_positions + t)
+                                       : (int64_t)__ldg(prm.past_seqlens + b) + (t - first_token);
+        if (kind == ROW_Q) {
+          dst_row = (t * prm.num_heads + head) * D;
+        } else if (prm.slot_mapping) {
+          const int64_t slot = __ldg(prm.slot_mapping + t);
+          if (slot >= 0 && slot < prm.cache_slots) dst_row = (slot * prm.kv_num_heads + head) * D;
+        } else {
+          const int32_t *table_row = prm.block_table + (int64_t)b * prm.kv.max_blocks_per_seq;
+          const int32_t block_id = kv_block_id(prm.kv, table_row, position);
+          if (block_id >= 0) dst_row = kv_row_offset(prm.kv, block_id, position, head);
+        }
+      }
+      active = dst_row >= 0;
+    }
+    const bool transformed = kind != ROW_V;  // V is never normalized or rotated
+
+    // 2. QK-Norm: the row's sum of squares over its lane group (every lane takes part)
+    float inv_rms = 1.0f;
+    if (prm.has_qk_norm) {
+      float sum_sq = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kPrologueMaxChunksPerLane; k++) {
+        float x[8];
+        unpack8<T>(raw[k], x);
+#pragma unroll
+        for (int i = 0; i < 8; i++) sum_sq = fmaf(x[i], x[i], sum_sq);
+      }
+      for (int offset = L >> 1; offset > 0; offset >>= 1)
+        sum_sq += __shfl_xor_sync(0xffffffffu, sum_sq, offset);
+      inv_rms = 1.0f / sqrtf(sum_sq / (float)D + prm.qk_norm_epsilon);
+    }
+    const bool normalize = prm.has_qk_norm && transformed;
+    const T *norm_weight =
+        static_cast<const T *>(kind == ROW_Q ? prm.q_norm_weight : prm.k_norm_weight);
+
+    // destination and quantization of this row
+    const bool to_k_cache = kind == ROW_K;
+    const float *scale = to_k_cache ? prm.k_scale : prm.v_scale;
+    const pa_quant_type quant = to_k_cache ? prm.k_quant : prm.v_quant;
+    float tensor_inv_scale = 1.0f;
+    if (is_quantized<C>::value && active && kind != ROW_Q && quant == PA_QUANT_PER_TENSOR)
+      tensor_inv_scale = 1.0f / __ldg(scale);
+    const bool rotate = prm.do_rotary && transformed && position >= 0 &&
+                        position < prm.rotary_max_positions;
+
+    auto write_chunk = [&](int chunk, const float(&x)[8]) {
+      if (kind == ROW_Q) {
+        store8_t<T>(static_cast<T *>(prm.q_staged) + dst_row + chunk * 8, x);
+      } else {
+        C *cache = static_cast<C *>(to_k_cache ? prm.key_cache : prm.value_cache);
+        store8_cache<T, C>(cache + dst_row + chunk * 8, x, scale, quant, tensor_inv_scale, head, D,
+                           chunk * 8);
+      }
+    };
+
+#pragma unroll
+    for (int k = 0; k < kPrologueMaxChunksPerLane; k++) {
+      const int chunk = lane_in_row + k * L;
+      if (k >= prm.chunks_per_lane || chunk >= chunks) continue;
+      float x[8];
+      unpack8<T>(raw[k], x);
+      if (normalize) {
+        float w[8];
+        unpack8<T>(__ldg(reinterpret_cast<const uint4 *>(norm_weight + chunk * 8)), w);
+#pragma unroll
+        for (int i = 0; i < 8; i++) x[i] = __fmul_rn(__fmul_rn(x[i], inv_rms), w[i]);
+      }
+      if (prm.do_rotary) {
+#pragma unroll
+        for (int i = 0; i < 8; i++) row_scratch[chunk * 8 + i] = x[i];
+      } else if (active) {
+        write_chunk(chunk, x);
+      }
+    }
+
+    // 3. RoPE, once the whole row is in shared memory (partners may sit in other lanes' chunks)
+    if (prm.do_rotary) {
+      __syncwarp();
+#pragma unroll 1
+      for (int k = 0; k < kPrologueMaxChunksPerLane; k++) {
+        const int chunk = lane_in_row + k * L;
+        if (!active || k >= prm.chunks_per_lane || chunk >= chunks) continue;
+        float x[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+          x[i] = rotate ? rotate_channel<T>(prm, row_scratch, chunk * 8 + i, position)
+                        : row_scratch[chunk * 8 + i];
+        write_chunk(chunk, x);
+      }
+      __syncwarp();  // the next iteration overwrites the scratch row
+    }
+  }
+}
+
+template <typename T, typename C>
+cudaError_t launch_prologue(const prologue_params &params, unsigned grid, size_t shared_bytes,
+                            cudaStream_t stream) {
+  prologue_kernel<T, C><<<grid, kPrologueThreads, shared_bytes, stream>>>(params);
+  return cudaGetLastError();
+}
+
+}  // namespace detail
+}  // namespace pa
