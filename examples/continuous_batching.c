@@ -12,10 +12,12 @@
  * Runs on the GPU when a device is present and a built backend serves the request; otherwise on the
  * reference executor (PA_DEVICE_HOST plans + pa_execute_reference).
  *
- *   continuous_batching [--host] [--check] [--require-gpu]
+ *   continuous_batching [--host] [--check] [--graph] [--require-gpu]
  *     --host         use the reference executor even when a GPU is present
  *     --check        on the GPU, also run every step on the reference (host copies of the same
  *                    buffers) and compare outputs and caches; exit 1 on a mismatch
+ *     --graph        pad decode batches to a fixed shape and, on the GPU, capture the first decode
+ *                    step in a CUDA graph and replay it for every later one (doc/cuda-graphs.md)
  *     --require-gpu  exit 77 (a skipped test) when there is no usable GPU
  */
 #include <math.h>
@@ -202,9 +204,12 @@ static int report(pa_status st, const char *what) {
 typedef struct gpu {
   cudaStream_t stream;
   void *key_cache, *value_cache;
-  step_inputs *inputs; /* device image of step_inputs: one copy per step */
-  void *workspace;
+  step_inputs *inputs; /* device image of step_inputs, refilled every step at the same address */
+  void *workspace;     /* for eager steps; grown as plans need */
   size_t workspace_bytes;
+  /* --graph: the decode graph and its own workspace (a graph keeps the address it captured) */
+  void *graph_workspace;
+  cudaGraphExec_t decode_graph;
 } gpu;
 
 static int cuda_ok(cudaError_t e, const char *what) {
@@ -226,6 +231,8 @@ static int gpu_open(gpu *g, const uint16_t *key_cache, const uint16_t *value_cac
 }
 
 static void gpu_close(gpu *g) {
+  if (g->decode_graph) cudaGraphExecDestroy(g->decode_graph);
+  cudaFree(g->graph_workspace);
   cudaFree(g->key_cache);
   cudaFree(g->value_cache);
   cudaFree(g->inputs);
@@ -233,29 +240,68 @@ static void gpu_close(gpu *g) {
   if (g->stream) cudaStreamDestroy(g->stream);
 }
 
-/* One step on the device: inputs up, execute on the stream, output down. */
-static int gpu_step(gpu *g, const pa_plan *plan, const step_inputs *s, uint16_t *output) {
+/* Captures pa_execute of the decode plan into a graph, once: every per-step quantity is read on the
+ * device from the buffers that each step refills, so one graph serves every later decode step. */
+static int capture_decode_graph(gpu *g, const pa_plan *plan) {
+  size_t bytes = pa_plan_workspace_size(plan);
+  if (bytes && !cuda_ok(cudaMalloc(&g->graph_workspace, bytes), "graph workspace")) return 1;
+  const void *in[PA_NUM_INPUTS];
+  void *out[PA_NUM_OUTPUTS];
+  pointers(g->inputs, g->key_cache, g->value_cache, in, out);
+  cudaGraph_t graph = NULL;
+  if (!cuda_ok(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal), "capture"))
+    return 1;
+  pa_status st = pa_execute(plan, in, out, g->graph_workspace, bytes, (pa_stream)g->stream);
+  int captured = cuda_ok(cudaStreamEndCapture(g->stream, &graph), "end capture");
+  int failed = report(st, "pa_execute (captured)") || !captured ||
+               !cuda_ok(cudaGraphInstantiate(&g->decode_graph, graph, 0), "instantiate");
+  if (graph) cudaGraphDestroy(graph);
+  return failed;
+}
+
+/* One step on the device: inputs up, the operator on the stream (eagerly, or by replaying the decode
+ * graph, captured from this plan the first time), output down. */
+static int gpu_step(gpu *g, const pa_plan *plan, int replay, const step_inputs *s, uint16_t *output) {
   size_t need = pa_plan_workspace_size(plan);
-  if (need > g->workspace_bytes) { /* grown outside pa_execute, which never allocates */
+  if (!replay && need > g->workspace_bytes) { /* grown outside pa_execute, which never allocates */
     cudaFree(g->workspace);
     g->workspace_bytes = 0;
     if (!cuda_ok(cudaMalloc(&g->workspace, need), "workspace")) return 1;
     g->workspace_bytes = need;
   }
-  const void *in[PA_NUM_INPUTS];
-  void *out[PA_NUM_OUTPUTS];
-  pointers(g->inputs, g->key_cache, g->value_cache, in, out);
+  if (replay && !g->decode_graph && capture_decode_graph(g, plan)) return 1;
   if (!cuda_ok(cudaMemcpyAsync(g->inputs, s, sizeof *s, cudaMemcpyHostToDevice, g->stream), "upload"))
     return 1;
-  if (report(pa_execute(plan, in, out, g->workspace, g->workspace_bytes, (pa_stream)g->stream),
-             "pa_execute"))
-    return 1;
+  if (replay) {
+    if (!cuda_ok(cudaGraphLaunch(g->decode_graph, g->stream), "graph launch")) return 1;
+  } else {
+    const void *in[PA_NUM_INPUTS];
+    void *out[PA_NUM_OUTPUTS];
+    pointers(g->inputs, g->key_cache, g->value_cache, in, out);
+    if (report(pa_execute(plan, in, out, g->workspace, g->workspace_bytes, (pa_stream)g->stream),
+               "pa_execute"))
+      return 1;
+  }
   size_t out_bytes = (size_t)s->token_count * Q_ROW * sizeof(uint16_t);
   if (!cuda_ok(cudaMemcpyAsync(output, g->inputs->output, out_bytes, cudaMemcpyDeviceToHost,
                                g->stream), "download") ||
       !cuda_ok(cudaStreamSynchronize(g->stream), "synchronize"))
     return 1;
   return 0;
+}
+
+/* A graph replays fixed shapes, so --graph pads every decode batch to MAX_BATCH and plans it once:
+ * the padding sequences have no new token, and the padding tokens lie past cu_seqlens[B], so they
+ * write nothing and their output rows are zeros. (On the reference it does the same, without a
+ * graph.) */
+static void pad_decode_batch(step_inputs *s) {
+  for (int b = s->batch_size; b < MAX_BATCH; b++) {
+    s->cu_seqlens[b + 1] = s->token_count;
+    s->past_seqlens[b] = 0;
+    for (int i = 0; i < MAX_BLOCKS_PER_SEQ; i++) s->block_table[b * MAX_BLOCKS_PER_SEQ + i] = -1;
+  }
+  for (int t = s->token_count; t < MAX_BATCH; t++) s->slot_mapping[t] = -1;
+  s->batch_size = s->token_count = MAX_BATCH;
 }
 
 /* --check: the GPU's output and caches against the reference run on host copies (testing.md's bf16
@@ -288,7 +334,7 @@ static int compare(const gpu *g, const step_inputs *s, const uint16_t *gpu_outpu
 /* ---- the serving loop ---------------------------------------------------------------------------- */
 
 typedef struct options {
-  int host_only, check, require_gpu;
+  int host_only, check, graph, require_gpu;
 } options;
 
 static int parse_options(int argc, char **argv, options *o) {
@@ -296,9 +342,10 @@ static int parse_options(int argc, char **argv, options *o) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--host")) o->host_only = 1;
     else if (!strcmp(argv[i], "--check")) o->check = 1;
+    else if (!strcmp(argv[i], "--graph")) o->graph = 1;
     else if (!strcmp(argv[i], "--require-gpu")) o->require_gpu = 1;
     else {
-      fprintf(stderr, "usage: %s [--host] [--check] [--require-gpu]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--host] [--check] [--graph] [--require-gpu]\n", argv[0]);
       return 1;
     }
   }
@@ -349,7 +396,7 @@ int main(int argc, char **argv) {
     printf("no usable GPU: skipped\n");
     return 77;
   }
-  gpu g;
+  gpu g = {0};
   if (on_gpu && !gpu_open(&g, key_cache, value_cache)) return 1;
   printf("continuous batching: %d requests, %d-block pool of %d tokens, %d query / %d KV heads, "
          "head size %d, bf16, on the %s (seed %llu)\n",
@@ -373,6 +420,7 @@ int main(int argc, char **argv) {
   int finished = 0, failed = 0, step = 0, total_tokens = 0, peak_blocks = 0;
   request *running[MAX_BATCH];
   int num_running = 0;
+  pa_plan *decode_plan = NULL; /* --graph */
   for (; finished < NUM_REQUESTS && !failed; step++) {
     /* Prefill whatever can be admitted; otherwise decode one token for every running request. */
     request *batch[MAX_BATCH];
@@ -392,18 +440,25 @@ int main(int argc, char **argv) {
       continue;
     }
     build_step(&step_in, batch, batch_size, prefill ? 0 : 1, &pool);
+    int new_tokens = step_in.token_count;
 
-    pa_plan *plan = NULL;
-    pa_status st = make_plan(&plan, &step_in, on_gpu ? PA_DEVICE_CURRENT : PA_DEVICE_HOST);
-    if (report(st, "pa_plan_create")) {
-      failed = 1;
-      break;
+    /* A plan per step, except with --graph: one plan of the padded decode shape for every decode. */
+    int padded = opt.graph && !prefill, replay = padded && on_gpu;
+    if (padded) pad_decode_batch(&step_in);
+    pa_plan *plan = padded ? decode_plan : NULL;
+    if (!plan) {
+      pa_status st = make_plan(&plan, &step_in, on_gpu ? PA_DEVICE_CURRENT : PA_DEVICE_HOST);
+      if (report(st, "pa_plan_create")) {
+        failed = 1;
+        break;
+      }
+      if (padded) decode_plan = plan;
     }
     const void *in[PA_NUM_INPUTS];
     void *out[PA_NUM_OUTPUTS];
     pointers(&step_in, key_cache, value_cache, in, out);
     if (on_gpu) {
-      failed = gpu_step(&g, plan, &step_in, gpu_output);
+      failed = gpu_step(&g, plan, replay, &step_in, gpu_output);
       if (!failed && opt.check)
         failed = report(pa_execute_reference(plan, in, out), "pa_execute_reference") ||
                  compare(&g, &step_in, gpu_output, key_cache, value_cache, step);
@@ -416,11 +471,11 @@ int main(int argc, char **argv) {
       waiting += requests[i].state == WAITING && requests[i].arrival_step <= step;
     printf("step %3d  %-7s  requests", step, prefill ? "prefill" : "decode");
     for (int b = 0; b < batch_size; b++) printf(" %d", batch[b]->id);
-    printf("%*s  tokens %3d  blocks in use %2d/%d  waiting %d  backend %s\n",
-           2 * (MAX_BATCH - batch_size), "", step_in.token_count, in_use, NUM_BLOCKS, waiting,
-           pa_backend_name(pa_plan_backend(plan)));
-    pa_plan_destroy(plan);
-    total_tokens += step_in.token_count;
+    printf("%*s  tokens %3d  blocks in use %2d/%d  waiting %d  backend %s%s\n",
+           2 * (MAX_BATCH - batch_size), "", new_tokens, in_use, NUM_BLOCKS, waiting,
+           pa_backend_name(pa_plan_backend(plan)), replay ? " (graph replay)" : "");
+    if (!padded) pa_plan_destroy(plan);
+    total_tokens += new_tokens;
 
     /* Each request in the batch produced one token (the model would sample it from the output). */
     int still_running = 0;
@@ -445,6 +500,7 @@ int main(int argc, char **argv) {
   }
 
   if (on_gpu) gpu_close(&g);
+  pa_plan_destroy(decode_plan); /* after the graph that captured its launches */
   if (failed) {
     fprintf(stderr, "failed at step %d (seed %llu)\n", step, (unsigned long long)seed);
     return 1;
