@@ -96,11 +96,9 @@ pa_status decode_check(const pa__problem *p, const pa_device_caps *caps, char *w
     return unsupported(why, why_size, "head_size %d (needs %d bytes of shared memory per block, the "
                        "device allows %lld)", p->head_size, smem_bytes_of(p),
                        (long long)caps->max_shared_memory_per_block_optin);
-  if (p->token_count > INT32_MAX)
-    return unsupported(why, why_size, "token_count %lld (at most %d)", (long long)p->token_count,
-                       INT32_MAX);
-  if ((int64_t)p->kv_num_heads * ceil_div(p->group_size, kDecodeHeadsPerCta) > 65535)
-    return unsupported(why, why_size, "num_heads %d (at most 65535 CTAs per token)", p->num_heads);
+  if (p->token_count * p->kv_num_heads * ceil_div(p->group_size, kDecodeHeadsPerCta) > INT32_MAX)
+    return unsupported(why, why_size, "token_count %lld with %d KV heads (grid too large)",
+                       (long long)p->token_count, p->kv_num_heads);
   return PA_SUCCESS;
 }
 
@@ -138,8 +136,8 @@ pa_status decode_plan(pa_plan *plan, int setup_device, size_t *backend_bytes) {
   s->tiles_per_split = tiles_per_split_for(p, &plan->caps, s->smem_bytes, s->head_chunks);
   const int64_t bound_tiles = ceil_div(p->max_kv_len, kDecodeTileKeys);
   s->num_split_slots = (int)std::max<int64_t>(1, ceil_div(bound_tiles, s->tiles_per_split));
-  s->grid = dim3((unsigned)p->token_count, (unsigned)s->num_split_slots,
-                 (unsigned)(p->kv_num_heads * s->head_chunks));
+  s->grid = dim3((unsigned)(p->token_count * p->kv_num_heads * s->head_chunks),
+                 (unsigned)s->num_split_slots);
   if (s->num_split_slots > 1) {
     const size_t slots = (size_t)p->token_count * s->num_split_slots * p->num_heads;
     s->partial_out_bytes = align_up(slots * p->head_size * sizeof(float));
@@ -156,9 +154,9 @@ pa_status decode_plan(pa_plan *plan, int setup_device, size_t *backend_bytes) {
   const char *env = getenv("PA_DEBUG");
   if (env && strcmp(env, "1") == 0)
     fprintf(stderr,
-            "[pagedattn] DECODE: grid %u x %u x %u, %d threads, %d B shared, %d tiles of %d keys per "
+            "[pagedattn] DECODE: grid %u x %u, %d threads, %d B shared, %d tiles of %d keys per "
             "split, %d split slots%s\n",
-            s->grid.x, s->grid.y, s->grid.z, kDecodeThreads, s->smem_bytes, s->tiles_per_split,
+            s->grid.x, s->grid.y, kDecodeThreads, s->smem_bytes, s->tiles_per_split,
             kDecodeTileKeys, s->num_split_slots, s->num_split_slots > 1 ? " + merge" : "");
   return PA_SUCCESS;
 }
@@ -191,6 +189,7 @@ pa_status decode_run(const pa_plan *plan, const pa__io *io, pa__stream stream) {
   P.num_heads = p->num_heads;
   P.group_size = p->group_size;
   P.head_chunks = s->head_chunks;
+  P.cta_heads = p->kv_num_heads * s->head_chunks;
   P.scale = p->scale;
   P.softcap = p->softcap;
   P.window = p->window;

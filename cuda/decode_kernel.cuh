@@ -1,6 +1,7 @@
 // The DECODE backend's kernels: split-KV flash decoding over 16-token (or larger) pages.
 //
-// One CTA per (query token, KV head, chunk of up to 16 query heads of its group, split). The CTA
+// One CTA per (query token, KV head, chunk of up to 16 query heads of its group, split); the KV heads
+// of a token are neighbours in launch order, so concurrent CTAs read neighbouring bytes of a page. The CTA
 // holds every query head of the chunk on the M dimension of mma.sync m16n8k16, so each KV tile is
 // read from memory once per group. Tiles are 64 keys whatever the page size: each row's address
 // comes from the block table (kv_access.cuh), and 16-byte cp.async loads fill a 3-stage ring.
@@ -47,7 +48,9 @@ struct decode_params {
   void *output;
   float *partial_out;   // [token][split slot][head][head_size], unnormalized
   float2 *partial_ml;   // [token][split slot][head]: (running max in log2 units, sum)
-  int32_t batch_size, num_heads, group_size, head_chunks;
+  int32_t batch_size, num_heads, group_size;
+  int32_t head_chunks;   // ceil(group_size / 16)
+  int32_t cta_heads;     // kv_num_heads * head_chunks: gridDim.x = token_count * cta_heads
   float scale, softcap;  // softcap 0 = off
   int32_t window;        // -1 = off
   int32_t is_causal;
@@ -156,10 +159,11 @@ __global__ void __launch_bounds__(kDecodeThreads)
     decode_kernel(const decode_params P) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int head_size = P.kv.head_size;
-  const int64_t token = blockIdx.x;
+  const int64_t token = blockIdx.x / P.cta_heads;
+  const int cta_head = blockIdx.x % P.cta_heads;
   const int split = blockIdx.y;
-  const int kv_head = blockIdx.z / P.head_chunks;
-  const int head0 = kv_head * P.group_size + (blockIdx.z % P.head_chunks) * kDecodeHeadsPerCta;
+  const int kv_head = cta_head / P.head_chunks;
+  const int head0 = kv_head * P.group_size + (cta_head % P.head_chunks) * kDecodeHeadsPerCta;
   const int rows = min(kDecodeHeadsPerCta, kv_head * P.group_size + P.group_size - head0);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int group_id = lane / 4, col = (lane % 4) * 2;  // mma fragment coordinates
