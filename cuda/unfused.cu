@@ -72,13 +72,13 @@ static unfused_extents extents_for(const pa__problem *p) {
 
 // Appends a region of count * elem_size bytes at the next aligned offset; false on overflow.
 static bool add_region(uint64_t *cursor, size_t *offset, uint64_t count, uint64_t elem_size) {
-  uint64_t bytes, start = (*cursor + PA_WORKSPACE_ALIGNMENT - 1) / PA_WORKSPACE_ALIGNMENT *
-                          PA_WORKSPACE_ALIGNMENT;
-  if (__builtin_mul_overflow(count, elem_size, &bytes)) return false;
-  if (bytes > kMaxWorkspaceBytes || start > kMaxWorkspaceBytes) return false;
+  uint64_t start, bytes;
+  if (__builtin_add_overflow(*cursor, PA_WORKSPACE_ALIGNMENT - 1, &start) ||
+      __builtin_mul_overflow(count, elem_size, &bytes))
+    return false;
+  start = start / PA_WORKSPACE_ALIGNMENT * PA_WORKSPACE_ALIGNMENT;
   *offset = (size_t)start;
-  *cursor = start + bytes;
-  return true;
+  return !__builtin_add_overflow(start, bytes, cursor);
 }
 
 // The product of the factors, or false on overflow.
@@ -87,7 +87,7 @@ static bool checked_product(uint64_t *out, uint64_t a, uint64_t b, uint64_t c) {
 }
 
 // The one function that both sizes and carves the backend's scratch. *total_bytes gets the size
-// (UINT64_MAX on overflow) and the return says whether it is within kMaxWorkspaceBytes.
+// (UINT64_MAX when it overflows 64 bits); the return says whether it is within kMaxWorkspaceBytes.
 static bool layout_for(const pa__problem *p, const unfused_extents &e, unfused_layout *w,
                        uint64_t *total_bytes) {
   const uint64_t t_size = pa_dtype_size(p->dtype), batches = (uint64_t)e.batches;
@@ -106,9 +106,9 @@ static bool layout_for(const pa__problem *p, const unfused_extents &e, unfused_l
   ok = ok && add_region(&cursor, &w->out_offset, out_elems, sizeof(float));
   ok = ok && add_region(&cursor, &w->mapped_offset, (uint64_t)p->batch_size * kv_rows, 1);
   ok = ok && add_region(&cursor, &w->cublas_offset, kCublasWorkspaceBytes, 1);
+  *total_bytes = ok ? cursor : UINT64_MAX;
   ok = ok && cursor <= kMaxWorkspaceBytes;
   w->total = ok ? (size_t)cursor : 0;
-  *total_bytes = ok ? cursor : UINT64_MAX;
   return ok;
 }
 
@@ -485,8 +485,8 @@ static pa_status unfused_check(const pa__problem *p, const pa_device_caps *, cha
   }
   if (!layout_for(p, e, &layout, &bytes)) {
     snprintf(why, why_size,
-             "a gathered workspace of %llu bytes (over 2^40; lower attention_metadata bounds "
-             "or a local_window_size shrink it)",
+             "a workspace of %llu bytes, which exceeds 2^40 (tighter attention_metadata "
+             "bounds shrink it)",
              (unsigned long long)bytes);
     return PA_ERROR_NOT_SUPPORTED;
   }
@@ -503,8 +503,9 @@ static pa_status unfused_plan(pa_plan *plan, int setup_device, size_t *backend_b
   if (!layout_for(p, st->extents, &st->layout, &bytes))
     return pa__fail(PA_ERROR_NOT_SUPPORTED, "UNFUSED: workspace of %llu bytes exceeds 2^40",
                     (unsigned long long)bytes);
+  if (p->token_count == 0) return PA_SUCCESS;  // pa_execute launches nothing: no scratch
   *backend_bytes = st->layout.total;
-  if (!setup_device || p->token_count == 0) return PA_SUCCESS;
+  if (!setup_device) return PA_SUCCESS;
   // Heuristics consult the current device: make it the plan's for the duration.
   int previous = 0;
   if (cudaGetDevice(&previous) != cudaSuccess || cudaSetDevice(plan->device) != cudaSuccess)

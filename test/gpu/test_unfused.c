@@ -64,6 +64,7 @@ static void matrix(gpu_matrix_result *all, int quick) {
   blocks.max_q_len = 3;
   blocks.max_past_len = 100;
   blocks.zero_q_lens = 1;
+  blocks.metadata = GPU_METADATA_TIGHT; /* without bounds 300 sequences pad to max_q = token_count */
   if (quick) {
     const gpu_axis axes[] = {GPU_AXIS(block_size, 16, 512), GPU_AXIS(batch_size, 1, 300),
                              GPU_AXIS(shuffled_blocks, 1), GPU_AXIS(unmapped_blocks, 0, 1)};
