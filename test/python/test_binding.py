@@ -146,7 +146,7 @@ class ReferenceParity(unittest.TestCase):
 
     def test_random_configurations(self):
         rng = np.random.default_rng(SEED)
-        for i in range(120):
+        for i in range(300):
             cfg = random_config(rng)
             with self.subTest(i=i, seed=SEED + i):
                 self.check(cfg, SEED + i)
