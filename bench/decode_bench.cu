@@ -1,0 +1,507 @@
+// pa_bench_decode: the decode sweep of shared/design/performance.md on the DECODE backend.
+//
+// For each shape: random cache pool (shuffled block table), one pa_execute first checked against a
+// host fp64 oracle on sample rows, then timed with CUDA events (median of >= 100 after warm-up).
+// Reports TB/s of the K+V bytes that must be read (window-free, so every cached byte) and the
+// percentage of a device-to-device copy measured in the same run (read + write counted).
+//   pa_bench_decode [--quick] [--graph]
+//     --quick  fewer block sizes and cache types (what tools/gpu-check.sh runs)
+//     --graph  only the latency case (B = 1, L = 1k) eagerly and in a CUDA graph
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <vector>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "pagedattn/pagedattn.h"
+
+#define CHECK_CUDA(call)                                                                        \
+  do {                                                                                          \
+    cudaError_t err_ = (call);                                                                  \
+    if (err_ != cudaSuccess) {                                                                  \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_));  \
+      exit(2);                                                                                  \
+    }                                                                                           \
+  } while (0)
+
+namespace {
+
+struct shape {
+  const char *label;
+  int heads, kv_heads, head_size;
+  std::vector<int> kv_lens;  // per sequence, the current token included
+};
+
+struct config {
+  shape s;
+  int block_size;
+  pa_dtype dtype;        // T
+  pa_dtype cache_dtype;  // T, int8 or fp8
+};
+
+const char *dtype_name(pa_dtype t) {
+  switch (t) {
+  case PA_DTYPE_FLOAT16: return "fp16";
+  case PA_DTYPE_BFLOAT16: return "bf16";
+  case PA_DTYPE_INT8: return "int8";
+  case PA_DTYPE_FLOAT8_E4M3FN: return "fp8";
+  default: return "?";
+  }
+}
+
+// ---- device fill: deterministic pseudo-random bytes of valid values ----------------------------
+
+__device__ uint32_t hash32(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return (uint32_t)x;
+}
+
+// kind 0: fp16, 1: bf16 (uniform in [-amp, amp)); 2: int8 codes; 3: fp8 codes (no NaN)
+__global__ void fill_kernel(void *dst, int64_t count, int kind, float amp, uint64_t seed) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    uint32_t h = hash32(seed * 0x9e3779b97f4a7c15ull + (uint64_t)i);
+    float u = ((h >> 8) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * amp;
+    if (kind == 0) {
+      __half v = __float2half_rn(u);
+      static_cast<uint16_t *>(dst)[i] = *reinterpret_cast<uint16_t *>(&v);
+    } else if (kind == 1) {
+      __nv_bfloat16 v = __float2bfloat16_rn(u);
+      static_cast<uint16_t *>(dst)[i] = *reinterpret_cast<uint16_t *>(&v);
+    } else if (kind == 2) {
+      static_cast<int8_t *>(dst)[i] = (int8_t)((int)(h % 255u) - 127);
+    } else {
+      uint8_t b = (uint8_t)h;
+      if ((b & 0x7f) == 0x7f) b ^= 0x01;
+      static_cast<uint8_t *>(dst)[i] = b;
+    }
+  }
+}
+
+int fill_kind(pa_dtype t) {
+  return t == PA_DTYPE_FLOAT16 ? 0 : t == PA_DTYPE_BFLOAT16 ? 1 : t == PA_DTYPE_INT8 ? 2 : 3;
+}
+
+void fill(void *dst, int64_t count, pa_dtype t, float amp, uint64_t seed) {
+  fill_kernel<<<1024, 256>>>(dst, count, fill_kind(t), amp, seed);
+  CHECK_CUDA(cudaGetLastError());
+}
+
+// ---- host decoding for the oracle -------------------------------------------------------------
+
+float half_bits_to_float(uint16_t h) {
+  int sign = h >> 15, exp = (h >> 10) & 31, mant = h & 1023;
+  float v = exp == 0 ? ldexpf((float)mant, -24) : exp == 31 ? INFINITY : ldexpf((float)(mant | 1024), exp - 25);
+  return sign ? -v : v;
+}
+float bf16_bits_to_float(uint16_t b) {
+  uint32_t bits = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+float fp8_bits_to_float(uint8_t b) {
+  int sign = b >> 7, exp = (b >> 3) & 15, mant = b & 7;
+  float v = exp == 0 ? ldexpf((float)mant, -9) : ldexpf((float)(mant | 8), exp - 10);
+  return sign ? -v : v;
+}
+float element_to_float(const void *base, int64_t i, pa_dtype t) {
+  switch (t) {
+  case PA_DTYPE_FLOAT16: return half_bits_to_float(static_cast<const uint16_t *>(base)[i]);
+  case PA_DTYPE_BFLOAT16: return bf16_bits_to_float(static_cast<const uint16_t *>(base)[i]);
+  case PA_DTYPE_INT8: return (float)static_cast<const int8_t *>(base)[i];
+  default: return fp8_bits_to_float(static_cast<const uint8_t *>(base)[i]);
+  }
+}
+
+// ---- one configuration --------------------------------------------------------------------------
+
+struct device_problem {
+  config cfg;
+  int batch;
+  int64_t num_blocks, max_kv;
+  int blocks_per_seq;
+  std::vector<int32_t> cu, past, table;
+  pa_tensor_desc in[PA_NUM_INPUTS], out[PA_NUM_OUTPUTS];
+  void *dev[PA_NUM_INPUTS];
+  void *output;
+  float k_scale, v_scale;
+  double kv_bytes;  // K + V bytes one step must read
+};
+
+pa_tensor_desc desc(pa_dtype t, int rank, int64_t d0, int64_t d1 = 0, int64_t d2 = 0, int64_t d3 = 0) {
+  pa_tensor_desc d;
+  d.dtype = t;
+  d.rank = rank;
+  d.dims[0] = d0;
+  d.dims[1] = d1;
+  d.dims[2] = d2;
+  d.dims[3] = d3;
+  return d;
+}
+size_t desc_bytes(const pa_tensor_desc &d) {
+  size_t n = pa_dtype_size(d.dtype);
+  for (int i = 0; i < d.rank; i++) n *= (size_t)d.dims[i];
+  return d.dtype == PA_DTYPE_UNDEFINED ? 0 : n;
+}
+
+void setup(device_problem &p, const config &cfg, uint64_t seed) {
+  p.cfg = cfg;
+  const shape &s = cfg.s;
+  const int bs = cfg.block_size, B = (int)s.kv_lens.size();
+  p.batch = B;
+  p.max_kv = 0;
+  p.num_blocks = 0;
+  p.blocks_per_seq = 0;
+  for (int L : s.kv_lens) {
+    p.max_kv = std::max<int64_t>(p.max_kv, L);
+    p.num_blocks += (L + bs - 1) / bs;
+    p.blocks_per_seq = std::max(p.blocks_per_seq, (L + bs - 1) / bs);
+  }
+  // block ids: a random permutation of the pool, as a serving engine's allocator leaves it
+  std::vector<int32_t> ids((size_t)p.num_blocks);
+  for (int64_t i = 0; i < p.num_blocks; i++) ids[(size_t)i] = (int32_t)i;
+  srand((unsigned)seed);
+  for (int64_t i = p.num_blocks - 1; i > 0; i--)
+    std::swap(ids[(size_t)i], ids[(size_t)(((int64_t)rand() * 65536 + rand()) % (i + 1))]);
+  p.table.assign((size_t)B * p.blocks_per_seq, -1);
+  p.cu.resize((size_t)B + 1);
+  p.past.resize((size_t)B);
+  int64_t next = 0;
+  for (int b = 0; b < B; b++) {
+    p.cu[(size_t)b] = b;
+    p.past[(size_t)b] = s.kv_lens[(size_t)b] - 1;
+    for (int j = 0; j < (s.kv_lens[(size_t)b] + bs - 1) / bs; j++)
+      p.table[(size_t)b * p.blocks_per_seq + j] = ids[(size_t)next++];
+  }
+  p.cu[(size_t)B] = B;
+
+  const bool quantized = cfg.cache_dtype != cfg.dtype;
+  memset(p.in, 0, sizeof p.in);
+  memset(p.out, 0, sizeof p.out);
+  p.in[PA_IN_QUERY] = desc(cfg.dtype, 2, B, (int64_t)s.heads * s.head_size);
+  p.in[PA_IN_KEY] = p.in[PA_IN_VALUE] = desc(cfg.dtype, 2, B, (int64_t)s.kv_heads * s.head_size);
+  p.in[PA_IN_KEY_CACHE] = p.in[PA_IN_VALUE_CACHE] =
+      desc(cfg.cache_dtype, 4, p.num_blocks, bs, s.kv_heads, s.head_size);
+  p.in[PA_IN_CUMULATIVE_SEQUENCE_LENGTH] = desc(PA_DTYPE_INT32, 1, B + 1);
+  p.in[PA_IN_PAST_SEQLENS] = desc(PA_DTYPE_INT32, 1, B);
+  p.in[PA_IN_BLOCK_TABLE] = desc(PA_DTYPE_INT32, 2, B, p.blocks_per_seq);
+  if (quantized) p.in[PA_IN_K_SCALE] = p.in[PA_IN_V_SCALE] = desc(PA_DTYPE_FLOAT32, 1, 1);
+  p.in[PA_IN_ATTENTION_METADATA] = desc(PA_DTYPE_INT32, 1, 2);
+  p.out[PA_OUT_OUTPUT] = p.in[PA_IN_QUERY];
+
+  memset(p.dev, 0, sizeof p.dev);
+  for (int i = 0; i < PA_NUM_INPUTS; i++) {
+    if (i == PA_IN_ATTENTION_METADATA || !desc_bytes(p.in[i])) continue;
+    CHECK_CUDA(cudaMalloc(&p.dev[i], desc_bytes(p.in[i])));
+  }
+  fill(p.dev[PA_IN_QUERY], (int64_t)B * s.heads * s.head_size, cfg.dtype, 2.0f, seed + 1);
+  fill(p.dev[PA_IN_KEY], (int64_t)B * s.kv_heads * s.head_size, cfg.dtype, 1.0f, seed + 2);
+  fill(p.dev[PA_IN_VALUE], (int64_t)B * s.kv_heads * s.head_size, cfg.dtype, 1.0f, seed + 3);
+  const int64_t cache_elems = p.num_blocks * bs * s.kv_heads * s.head_size;
+  fill(p.dev[PA_IN_KEY_CACHE], cache_elems, cfg.cache_dtype, 1.0f, seed + 4);
+  fill(p.dev[PA_IN_VALUE_CACHE], cache_elems, cfg.cache_dtype, 1.0f, seed + 5);
+  CHECK_CUDA(cudaMemcpy(p.dev[PA_IN_CUMULATIVE_SEQUENCE_LENGTH], p.cu.data(), p.cu.size() * 4,
+                        cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(p.dev[PA_IN_PAST_SEQLENS], p.past.data(), p.past.size() * 4,
+                        cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(p.dev[PA_IN_BLOCK_TABLE], p.table.data(), p.table.size() * 4,
+                        cudaMemcpyHostToDevice));
+  p.k_scale = cfg.cache_dtype == PA_DTYPE_INT8 ? 0.01f : 0.004f;
+  p.v_scale = p.k_scale;
+  if (quantized) {
+    CHECK_CUDA(cudaMemcpy(p.dev[PA_IN_K_SCALE], &p.k_scale, 4, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(p.dev[PA_IN_V_SCALE], &p.v_scale, 4, cudaMemcpyHostToDevice));
+  }
+  CHECK_CUDA(cudaMalloc(&p.output, desc_bytes(p.out[PA_OUT_OUTPUT])));
+  int64_t tokens = 0;
+  for (int L : s.kv_lens) tokens += L;
+  p.kv_bytes = 2.0 * (double)tokens * s.kv_heads * s.head_size * pa_dtype_size(cfg.cache_dtype);
+}
+
+void release(device_problem &p) {
+  for (int i = 0; i < PA_NUM_INPUTS; i++) cudaFree(p.dev[i]);
+  cudaFree(p.output);
+}
+
+pa_plan *make_plan(const device_problem &p, const int32_t metadata[2]) {
+  pa_attributes attrs;
+  pa_attributes_init(&attrs);
+  attrs.num_heads = p.cfg.s.heads;
+  attrs.kv_num_heads = p.cfg.s.kv_heads;
+  if (p.cfg.cache_dtype != p.cfg.dtype) attrs.k_quant_type = attrs.v_quant_type = PA_QUANT_PER_TENSOR;
+  pa_plan_options options;
+  pa_plan_options_init(&options);
+  options.backend = PA_BACKEND_DECODE;
+  options.attention_metadata = metadata;
+  pa_plan *plan = nullptr;
+  pa_status st = pa_plan_create(&plan, &attrs, p.in, p.out, &options);
+  if (st != PA_SUCCESS) {
+    char msg[512];
+    pa_last_error_message(msg, sizeof msg);
+    fprintf(stderr, "plan: %s: %s\n", pa_status_string(st), msg);
+    return nullptr;
+  }
+  return plan;
+}
+
+// The (sequence b, kv_head) rows of one cache, gathered page by page into [key][channel].
+std::vector<unsigned char> download_rows(const device_problem &p, const void *cache, int b, int kv_head) {
+  const shape &s = p.cfg.s;
+  const int bs = p.cfg.block_size, L = s.kv_lens[(size_t)b];
+  const size_t row_bytes = (size_t)s.head_size * pa_dtype_size(p.cfg.cache_dtype);
+  std::vector<unsigned char> rows((size_t)L * row_bytes);
+  for (int first = 0; first < L; first += bs) {
+    const int32_t block = p.table[(size_t)b * p.blocks_per_seq + first / bs];
+    const size_t src = ((size_t)block * bs * s.kv_heads + kv_head) * row_bytes;
+    CHECK_CUDA(cudaMemcpy2D(rows.data() + (size_t)first * row_bytes, row_bytes,
+                            (const char *)cache + src, row_bytes * s.kv_heads, row_bytes,
+                            (size_t)std::min(bs, L - first), cudaMemcpyDeviceToHost));
+  }
+  return rows;
+}
+
+// Host fp64 attention for (token b, head h), from the cache as the step left it; returns the
+// largest output error relative to the largest reference channel.
+double oracle_max_rel_error(const device_problem &p, int b, int h) {
+  const shape &s = p.cfg.s;
+  const int D = s.head_size, kv_head = h / (s.heads / s.kv_heads);
+  const int L = s.kv_lens[(size_t)b];
+  const pa_dtype t = p.cfg.dtype, ct = p.cfg.cache_dtype;
+  const size_t tsize = pa_dtype_size(t);
+  std::vector<unsigned char> q((size_t)D * tsize), out((size_t)D * tsize);
+  CHECK_CUDA(cudaMemcpy(q.data(), (char *)p.dev[PA_IN_QUERY] + ((size_t)b * s.heads + h) * D * tsize,
+                        q.size(), cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(out.data(), (char *)p.output + ((size_t)b * s.heads + h) * D * tsize,
+                        out.size(), cudaMemcpyDeviceToHost));
+  const std::vector<unsigned char> keys = download_rows(p, p.dev[PA_IN_KEY_CACHE], b, kv_head);
+  const std::vector<unsigned char> values = download_rows(p, p.dev[PA_IN_VALUE_CACHE], b, kv_head);
+  const bool quantized = ct != t;
+  const double ks = quantized ? p.k_scale : 1.0, vs = quantized ? p.v_scale : 1.0;
+  const double scale = 1.0 / sqrt((double)D);
+  std::vector<double> scores((size_t)L), acc((size_t)D, 0.0);
+  double m = -INFINITY;
+  for (int k = 0; k < L; k++) {
+    double dot = 0;
+    for (int c = 0; c < D; c++)
+      dot += element_to_float(q.data(), c, t) * element_to_float(keys.data(), (int64_t)k * D + c, ct) * ks;
+    scores[(size_t)k] = scale * dot;
+    m = std::max(m, scores[(size_t)k]);
+  }
+  double den = 0;
+  for (int k = 0; k < L; k++) {
+    double w = exp(scores[(size_t)k] - m);
+    den += w;
+    for (int c = 0; c < D; c++)
+      acc[(size_t)c] += w * element_to_float(values.data(), (int64_t)k * D + c, ct) * vs;
+  }
+  double max_ref = 1e-6, max_err = 0;
+  for (int c = 0; c < D; c++) {
+    double ref = acc[(size_t)c] / den;
+    max_ref = std::max(max_ref, fabs(ref));
+    max_err = std::max(max_err, fabs(ref - element_to_float(out.data(), c, t)));
+  }
+  return max_err / max_ref;
+}
+
+double median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median microseconds of one pa_execute (eager), or of one graph replay.
+double time_execute(const pa_plan *plan, const device_problem &p, void *workspace, size_t ws,
+                    cudaStream_t stream, int reps, bool graph) {
+  void *outputs[PA_NUM_OUTPUTS] = {p.output, nullptr, nullptr, nullptr};
+  cudaGraphExec_t exec = nullptr;
+  if (graph) {
+    cudaGraph_t g;
+    CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    pa_execute(plan, p.dev, outputs, workspace, ws, stream);
+    CHECK_CUDA(cudaStreamEndCapture(stream, &g));
+    CHECK_CUDA(cudaGraphInstantiate(&exec, g, 0));
+    CHECK_CUDA(cudaGraphDestroy(g));
+  }
+  auto step = [&]() {
+    if (graph) CHECK_CUDA(cudaGraphLaunch(exec, stream));
+    else pa_execute(plan, p.dev, outputs, workspace, ws, stream);
+  };
+  for (int i = 0; i < 10; i++) step();
+  cudaEvent_t start, stop;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+  std::vector<float> times;
+  if (graph) {
+    // back-to-back replays: per-step latency as a serving loop sees it
+    for (int r = 0; r < 5; r++) {
+      const int n = std::max(reps, 200);
+      CHECK_CUDA(cudaEventRecord(start, stream));
+      for (int i = 0; i < n; i++) step();
+      CHECK_CUDA(cudaEventRecord(stop, stream));
+      CHECK_CUDA(cudaEventSynchronize(stop));
+      float ms;
+      CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+      times.push_back(ms * 1000.0f / n);
+    }
+  } else {
+    for (int i = 0; i < reps; i++) {
+      CHECK_CUDA(cudaEventRecord(start, stream));
+      step();
+      CHECK_CUDA(cudaEventRecord(stop, stream));
+      CHECK_CUDA(cudaEventSynchronize(stop));
+      float ms;
+      CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+      times.push_back(ms * 1000.0f);
+    }
+  }
+  CHECK_CUDA(cudaEventDestroy(start));
+  CHECK_CUDA(cudaEventDestroy(stop));
+  if (exec) CHECK_CUDA(cudaGraphExecDestroy(exec));
+  return median(times);
+}
+
+// Device-to-device copy bandwidth (read + write counted), TB/s.
+double copy_tbps(cudaStream_t stream) {
+  const size_t bytes = (size_t)1 << 30;
+  void *a, *b;
+  CHECK_CUDA(cudaMalloc(&a, bytes));
+  CHECK_CUDA(cudaMalloc(&b, bytes));
+  CHECK_CUDA(cudaMemsetAsync(a, 1, bytes, stream));
+  cudaEvent_t start, stop;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+  std::vector<float> times;
+  for (int i = 0; i < 30; i++) {
+    CHECK_CUDA(cudaEventRecord(start, stream));
+    CHECK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream));
+    CHECK_CUDA(cudaEventRecord(stop, stream));
+    CHECK_CUDA(cudaEventSynchronize(stop));
+    float ms;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    if (i >= 5) times.push_back(ms);
+  }
+  CHECK_CUDA(cudaFree(a));
+  CHECK_CUDA(cudaFree(b));
+  CHECK_CUDA(cudaEventDestroy(start));
+  CHECK_CUDA(cudaEventDestroy(stop));
+  return 2.0 * bytes / (median(times) * 1e-3) / 1e12;
+}
+
+// Plans, checks against the oracle, times; returns 0 when the check passed.
+int bench_one(const config &cfg, double copy, cudaStream_t stream, uint64_t seed, bool graph) {
+  device_problem p;
+  setup(p, cfg, seed);
+  const int32_t metadata[2] = {1, (int32_t)p.max_kv};
+  pa_plan *plan = make_plan(p, metadata);
+  if (!plan) {
+    release(p);
+    return 1;
+  }
+  size_t ws = pa_plan_workspace_size(plan);
+  void *workspace = nullptr;
+  if (ws) CHECK_CUDA(cudaMalloc(&workspace, ws));
+  void *outputs[PA_NUM_OUTPUTS] = {p.output, nullptr, nullptr, nullptr};
+  pa_status st = pa_execute(plan, p.dev, outputs, workspace, ws, stream);
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  double err = 0;
+  const int heads = cfg.s.heads;
+  const int sample_tokens[2] = {0, p.batch - 1}, sample_heads[2] = {0, heads - 1};
+  for (int i = 0; i < 2 && st == PA_SUCCESS; i++)
+    for (int j = 0; j < 2; j++)
+      err = std::max(err, oracle_max_rel_error(p, sample_tokens[i], sample_heads[j]));
+  const double tolerance = cfg.dtype == PA_DTYPE_FLOAT16 && cfg.cache_dtype == cfg.dtype ? 5e-3 : 2e-2;
+  const bool ok = st == PA_SUCCESS && err <= tolerance;
+
+  const double us = time_execute(plan, p, workspace, ws, stream, 100, false);
+  const double tbps = p.kv_bytes / (us * 1e-6) / 1e12;
+  printf("%-28s block %3d %-4s cache %-4s: %9.1f us %6.2f TB/s %5.1f%% of copy  err %.1e %s\n",
+         cfg.s.label, cfg.block_size, dtype_name(cfg.dtype), dtype_name(cfg.cache_dtype), us, tbps,
+         100.0 * tbps / copy, err, ok ? "ok" : "FAILED CHECK");
+  if (graph) {
+    const double graph_us = time_execute(plan, p, workspace, ws, stream, 1000, true);
+    printf("%-28s block %3d %-4s cache %-4s: %9.2f us per step in a CUDA graph (eager %.2f us)\n",
+           cfg.s.label, cfg.block_size, dtype_name(cfg.dtype), dtype_name(cfg.cache_dtype), graph_us,
+           us);
+  }
+  fflush(stdout);
+  cudaFree(workspace);
+  pa_plan_destroy(plan);
+  release(p);
+  return ok ? 0 : 1;
+}
+
+shape uniform(const char *label, int heads, int kv_heads, int head_size, int batch, int len) {
+  return shape{label, heads, kv_heads, head_size, std::vector<int>((size_t)batch, len)};
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  bool quick = false, graph_only = false;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--quick")) quick = true;
+    else if (!strcmp(argv[i], "--graph")) graph_only = true;
+    else {
+      fprintf(stderr, "usage: %s [--quick] [--graph]\n", argv[0]);
+      return 2;
+    }
+  }
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    fprintf(stderr, "no CUDA device\n");
+    return 77;
+  }
+  cudaDeviceProp prop;
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const double copy = copy_tbps(stream);
+  printf("device %s, %d SMs; device-to-device copy %.2f TB/s (read + write)\n", prop.name,
+         prop.multiProcessorCount, copy);
+
+  std::vector<shape> shapes = {
+      uniform("32/8 d128 64x4k", 32, 8, 128, 64, 4096),
+      uniform("32/8 d128 256x4k", 32, 8, 128, 256, 4096),
+      uniform("32/8 d128 1x128k", 32, 8, 128, 1, 131072),
+      uniform("32/8 d128 32x32k", 32, 8, 128, 32, 32768),
+      uniform("64/8 d128 64x4k", 64, 8, 128, 64, 4096),
+      uniform("128/8 d128 64x4k", 128, 8, 128, 64, 4096),
+      uniform("32/4 d128 64x4k", 32, 4, 128, 64, 4096),
+      uniform("64/8 d64 64x8k", 64, 8, 64, 64, 8192),
+  };
+  shape skew = uniform("32/8 d128 1x128k+63x2k", 32, 8, 128, 64, 2048);
+  skew.kv_lens[0] = 131072;
+  shapes.push_back(skew);
+
+  int failures = 0;
+  uint64_t seed = 1234;
+  const shape latency = uniform("32/8 d128 1x1k", 32, 8, 128, 1, 1024);
+  if (!graph_only) {
+    const std::vector<int> block_sizes = quick ? std::vector<int>{16, 64} : std::vector<int>{16, 32, 64};
+    for (const shape &s : shapes)
+      for (int bs : block_sizes)
+        failures += bench_one({s, bs, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16}, copy, stream, seed++, false);
+    // cache types on the first rows: fp16, int8, fp8 (target: 8-bit >= 1.8x the bf16 speed)
+    const size_t typed_rows = quick ? 1 : 4;
+    for (size_t i = 0; i < typed_rows; i++)
+      for (pa_dtype cache : {PA_DTYPE_FLOAT16, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN}) {
+        pa_dtype t = cache == PA_DTYPE_FLOAT16 ? PA_DTYPE_FLOAT16 : PA_DTYPE_BFLOAT16;
+        failures += bench_one({shapes[i], 16, t, cache}, copy, stream, seed++, false);
+      }
+  }
+  failures += bench_one({latency, 16, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16}, copy, stream, seed++, true);
+  CHECK_CUDA(cudaStreamDestroy(stream));
+  if (failures) printf("%d configuration(s) FAILED the correctness check\n", failures);
+  return failures ? 1 : 0;
+}
