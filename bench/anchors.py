@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Decode anchors for pa_bench_decode: the same shapes through torch, timed in the same way.
+
+  * SDPA (flash backend) on a contiguous (B, Hk, L, D) copy of the KV, with enable_gqa;
+  * FlexAttention over a page pool: K/V as one (1, Hk, num_pages * page, D) pool, a BlockMask whose
+    KV blocks are the pages of each sequence (a shuffled block table), so each KV block is one page.
+
+Every callable is captured in a CUDA graph and timed by replays (median of >= 100 after warm-up);
+TB/s counts the K + V bytes of the step once, as pa_bench_decode does, next to a device-to-device
+copy measured in the same run. Random bf16 data, never zeros.
+
+  python3 bench/anchors.py [--quick]
+"""
+import argparse
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+
+SHAPES = [  # label, heads, kv_heads, head_size, kv lengths (the current token included)
+    ("32/8 d128 64x4k", 32, 8, 128, [4096] * 64),
+    ("32/8 d128 256x4k", 32, 8, 128, [4096] * 256),
+    ("32/8 d128 1x128k", 32, 8, 128, [131072]),
+    ("32/8 d128 32x32k", 32, 8, 128, [32768] * 32),
+    ("64/8 d128 64x4k", 64, 8, 128, [4096] * 64),
+    ("128/8 d128 64x4k", 128, 8, 128, [4096] * 64),
+    ("32/4 d128 64x4k", 32, 4, 128, [4096] * 64),
+    ("64/8 d64 64x8k", 64, 8, 64, [8192] * 64),
+    ("32/8 d128 1x128k+63x2k", 32, 8, 128, [131072] + [2048] * 63),
+    ("32/8 d128 1x1k (latency)", 32, 8, 128, [1024]),
+]
+
+
+def replay_us(fn, reps=100):
+    """Captures fn in a CUDA graph; median microseconds of one replay."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    for _ in range(10):
+        graph.replay()
+    times = []
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(reps):
+        start.record()
+        graph.replay()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) * 1000.0)
+    return statistics.median(times)
+
+
+def copy_tbps():
+    a = torch.empty(1 << 29, dtype=torch.int16, device="cuda").random_()
+    b = torch.empty_like(a)
+    us = replay_us(lambda: b.copy_(a), reps=30)
+    return 2 * a.numel() * a.element_size() / (us * 1e-6) / 1e12
+
+
+def sdpa_anchor(heads, kv_heads, d, lens):
+    if len(set(lens)) != 1:
+        return None  # ragged: SDPA has no paged or ragged decode
+    B, L = len(lens), lens[0]
+    q = torch.randn(B, heads, 1, d, dtype=torch.bfloat16, device="cuda")
+    k = torch.randn(B, kv_heads, L, d, dtype=torch.bfloat16, device="cuda")
+    v = torch.randn_like(k)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def step():
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+
+    return replay_us(step)
+
+
+def flex_anchor(heads, kv_heads, d, lens, page):
+    from torch.nn.attention.flex_attention import BlockMask, flex_attention
+
+    B = len(lens)
+    pages_per_seq = [(L + page - 1) // page for L in lens]
+    num_pages = sum(pages_per_seq)
+    max_pages = max(pages_per_seq)
+    k_pool = torch.randn(1, kv_heads, num_pages * page, d, dtype=torch.bfloat16, device="cuda")
+    v_pool = torch.randn_like(k_pool)
+    q = torch.randn(B, heads, 1, d, dtype=torch.bfloat16, device="cuda")
+    ids = torch.randperm(num_pages, device="cuda", dtype=torch.int32)
+    table = torch.zeros(B, max_pages, dtype=torch.int32, device="cuda")
+    first = 0
+    for b, n in enumerate(pages_per_seq):
+        table[b, :n] = ids[first:first + n]
+        first += n
+    # every page is full: list them as full blocks (no mask_mod evaluation)
+    full_num = torch.tensor(pages_per_seq, dtype=torch.int32, device="cuda").view(B, 1, 1)
+    full_idx = table.view(B, 1, 1, max_pages)
+    partial_num = torch.zeros_like(full_num)
+    partial_idx = torch.zeros_like(full_idx)
+    mask = BlockMask.from_kv_blocks(partial_num, partial_idx, full_num, full_idx,
+                                    BLOCK_SIZE=(128, page), seq_lengths=(1, num_pages * page))
+    k_all, v_all = k_pool.expand(B, -1, -1, -1), v_pool.expand(B, -1, -1, -1)
+    compiled = torch.compile(flex_attention, dynamic=False)
+    attempts = [None, {"BLOCK_N": page}] if page < 64 else [None]
+    last_error = None
+    for options in attempts:
+        try:
+            def step(options=options):
+                return compiled(q, k_all, v_all, block_mask=mask, enable_gqa=True,
+                                kernel_options=options)
+            step()
+            return replay_us(step)
+        except Exception as e:  # a page smaller than the kernel's KV block: retry with BLOCK_N
+            last_error = e
+    raise last_error
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="pages 16 and 64 only")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("no CUDA device")
+        return 77
+    torch.manual_seed(0)
+    copy = copy_tbps()
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; "
+          f"device-to-device copy {copy:.2f} TB/s (read + write)")
+    pages = [16, 64] if args.quick else [16, 32, 64]
+    for label, heads, kv_heads, d, lens in SHAPES:
+        kv_bytes = 2 * sum(lens) * kv_heads * d * 2
+        results = []
+        for page in pages:
+            try:
+                us = flex_anchor(heads, kv_heads, d, lens, page)
+                tbps = kv_bytes / (us * 1e-6) / 1e12
+                results.append(f"flex page {page}: {us:8.1f} us {tbps:5.2f} TB/s")
+            except Exception as e:
+                results.append(f"flex page {page}: n/a ({type(e).__name__}: {str(e)[:80]})")
+            torch.cuda.empty_cache()
+        try:
+            us = sdpa_anchor(heads, kv_heads, d, lens)
+            if us is None:
+                results.append("sdpa: n/a (ragged)")
+            else:
+                tbps = kv_bytes / (us * 1e-6) / 1e12
+                results.append(f"sdpa contiguous: {us:8.1f} us {tbps:5.2f} TB/s")
+        except Exception as e:
+            results.append(f"sdpa: n/a ({type(e).__name__}: {str(e)[:80]})")
+        torch.cuda.empty_cache()
+        print(f"{label:26s} | " + " | ".join(results), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
