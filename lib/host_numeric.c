@@ -112,6 +112,25 @@ float pa__load_as_float(pa_dtype dtype, const void *base, int64_t i) {
   }
 }
 
+void pa__load_row_as_float(pa_dtype dtype, const void *base, int64_t first, int64_t count,
+                           float *dst) {
+  switch (dtype) {
+  case PA_DTYPE_FLOAT16:
+    for (int64_t i = 0; i < count; i++) dst[i] = pa__half_to_float(((const uint16_t *)base)[first + i]);
+    break;
+  case PA_DTYPE_BFLOAT16:
+    for (int64_t i = 0; i < count; i++)
+      dst[i] = pa__bfloat16_to_float(((const uint16_t *)base)[first + i]);
+    break;
+  case PA_DTYPE_INT8:
+    for (int64_t i = 0; i < count; i++) dst[i] = (float)((const int8_t *)base)[first + i];
+    break;
+  default:
+    for (int64_t i = 0; i < count; i++) dst[i] = pa__load_as_float(dtype, base, first + i);
+    break;
+  }
+}
+
 void pa__store_from_float(pa_dtype dtype, void *base, int64_t i, float x) {
   switch (dtype) {
   case PA_DTYPE_FLOAT32: ((float *)base)[i] = x; break;

@@ -28,6 +28,9 @@ uint8_t pa__float_to_e4m3(float x);
 /* Element i of a dense array of `dtype` (float32, float16, bfloat16, int8, fp8 e4m3fn, int32,
  * uint8), as float. */
 float pa__load_as_float(pa_dtype dtype, const void *base, int64_t i);
+/* Elements [first, first + count) of a dense array of `dtype`, as float, into dst. */
+void pa__load_row_as_float(pa_dtype dtype, const void *base, int64_t first, int64_t count,
+                           float *dst);
 /* Stores x into element i, converted to `dtype` (float32, float16 or bfloat16). */
 void pa__store_from_float(pa_dtype dtype, void *base, int64_t i, float x);
 /* x rounded to `dtype` and back (float16, bfloat16; float32 is the identity). */

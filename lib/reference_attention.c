@@ -58,9 +58,10 @@ static void load_cache_row(float *dst, const void *cache, pa_dtype cache_dtype, 
                            const float *scale, const pa__problem *p, int64_t slot, int32_t kv_head,
                            int32_t channels) {
   int64_t base = slot * pa__kv_row_elems(p) + (int64_t)kv_head * p->head_size;
+  pa__load_row_as_float(cache_dtype, cache, base, channels, dst);
+  if (quant == PA_QUANT_NONE) return;
   for (int32_t c = 0; c < channels; c++)
-    dst[c] = pa__load_as_float(cache_dtype, cache, base + c) *
-             pa__ref_cache_scale(scale, quant, kv_head, p->head_size, c);
+    dst[c] *= pa__ref_cache_scale(scale, quant, kv_head, p->head_size, c);
 }
 
 static void gather_keys(key_rows *rows, const pa__ref_call *call, int32_t b, int32_t kv_head) {
@@ -105,8 +106,11 @@ static void attend_one_head(const pa__ref_call *call, const key_rows *rows, scra
     if (p->has_bias && (j >= p->bias_q_capacity || k >= p->bias_kv_capacity)) s->admitted[i] = 0;
     if (!s->admitted[i]) continue;
     const float *key = rows->keys + i * p->head_size;
-    double dot = 0.0;
-    for (int32_t c = 0; c < p->head_size; c++) dot += (double)q[c] * key[c];
+    /* four fp64 partial sums (head_size is a multiple of 8): exact products, short chains */
+    double partial[4] = {0.0, 0.0, 0.0, 0.0};
+    for (int32_t c = 0; c < p->head_size; c += 4)
+      for (int32_t lane = 0; lane < 4; lane++) partial[lane] += (double)q[c + lane] * key[c + lane];
+    double dot = (partial[0] + partial[1]) + (partial[2] + partial[3]);
     float logit = softcapped(p->scale * (float)dot, p->softcap);
     if (p->has_bias) {
       int64_t bias_b = p->bias_batch == 1 ? 0 : b;
