@@ -1,0 +1,408 @@
+/*
+ * pa_plan_create beyond the request rules: its own argument checks (V46), devices (V49), and the
+ * dispatch of contract §5 for described devices (V43, V44, the backend AUTO picks, workspace
+ * sizes). Described devices: an H200 (sm_90, 132 SMs, 232448 B opt-in shared memory) and an A100
+ * (sm_80, 108 SMs, 166912 B). No GPU is touched.
+ */
+#include <stdio.h>
+
+#include "cases.h"
+
+static pa_case decode_case(case_device device) {
+  case_config cfg = case_config_decode();
+  pa_case c;
+  case_build(&c, &cfg);
+  c.device = device;
+  return c;
+}
+
+/* token_count (5) > batch_size (3): prefill-shaped */
+static pa_case prefill_case(case_device device) {
+  pa_case c = case_default();
+  c.device = device;
+  return c;
+}
+
+static pa_case built(case_config cfg, case_device device) {
+  pa_case c;
+  case_build(&c, &cfg);
+  c.device = device;
+  return c;
+}
+
+/* Plans c and asserts the backend AUTO (or the forced one) picked. */
+static pa_plan *expect_backend(const pa_case *c, pa_backend want) {
+  pa_plan *plan = case_plan_ok(c);
+  if (pa_plan_backend(plan) != want)
+    fprintf(stderr, "backend: expected %s, got %s\n", pa_backend_name(want),
+            pa_backend_name(pa_plan_backend(plan)));
+  assert_int_equal(pa_plan_backend(plan), want);
+  return plan;
+}
+
+static void expect_backend_only(const pa_case *c, pa_backend want) {
+  pa_plan_destroy(expect_backend(c, want));
+}
+
+/* ---- V43 forced backends, V44 no backend ----------------------------------------------------- */
+
+static void V43_forced_decode_rejects_attention_bias(void **state) {
+  (void)state;
+  case_config cfg = case_config_decode();
+  cfg.bias = 1;
+  pa_case c = built(cfg, CASE_H200);
+  c.backend = PA_BACKEND_DECODE;
+  CASE_EXPECT_PLAN_FAILURE(&c, PA_ERROR_NOT_SUPPORTED, "DECODE", "attention_bias");
+}
+
+static void V43_forced_prefill_not_built(void **state) {
+  (void)state;
+  pa_case c = prefill_case(CASE_H200);
+  c.backend = PA_BACKEND_PREFILL;
+  CASE_EXPECT_PLAN_FAILURE(&c, PA_ERROR_NOT_SUPPORTED, "PREFILL", "not built");
+}
+
+static void V43_host_plan_runs_only_reference(void **state) {
+  (void)state;
+  pa_case c = decode_case(CASE_HOST);
+  c.backend = PA_BACKEND_DECODE;
+  CASE_EXPECT_PLAN_FAILURE(&c, PA_ERROR_NOT_SUPPORTED, "DECODE", "REFERENCE");
+}
+
+/* No kernel of this library is built for sm_75: every backend must decline a Turing device. */
+static void V44_no_backend_for_the_device(void **state) {
+  (void)state;
+  pa_case c = decode_case(CASE_H200);
+  pa_device_caps t4 = {sizeof t4, 7, 5, 40, 65536};
+  pa_plan_options options;
+  pa_plan_options_init(&options);
+  options.device = 0;
+  options.device_caps = &t4;
+  pa_plan *plan = NULL;
+  CASE_ASSERT_STATUS(pa_plan_create(&plan, &c.attrs, c.in, c.out, &options), PA_ERROR_NOT_SUPPORTED,
+                     "no backend", "sm_75");
+  assert_null(plan);
+}
+
+/* ---- V46 arguments of pa_plan_create / pa_execute -------------------------------------------- */
+
+static void V46_null_plan_pointer(void **state) {
+  (void)state;
+  pa_case c = prefill_case(CASE_HOST);
+  pa_plan_options options;
+  pa_plan_options_init(&options);
+  options.device = PA_DEVICE_HOST;
+  CASE_ASSERT_STATUS(pa_plan_create(NULL, &c.attrs, c.in, c.out, &options),
+                     PA_ERROR_INVALID_ARGUMENT, "plan", "NULL");
+}
+
+static void V46_null_attributes_inputs_outputs(void **state) {
+  (void)state;
+  pa_case c = prefill_case(CASE_HOST);
+  pa_plan_options options;
+  pa_plan_options_init(&options);
+  options.device = PA_DEVICE_HOST;
+  pa_plan *plan = (pa_plan *)&c; /* must be reset to NULL on failure */
+  CASE_ASSERT_STATUS(pa_plan_create(&plan, NULL, c.in, c.out, &options), PA_ERROR_INVALID_ARGUMENT,
+                     "attributes", "NULL");
+  assert_null(plan);
+  CASE_ASSERT_STATUS(pa_plan_create(&plan, &c.attrs, NULL, c.out, &options),
+                     PA_ERROR_INVALID_ARGUMENT, "inputs", "NULL");
+  CASE_ASSERT_STATUS(pa_plan_create(&plan, &c.attrs, c.in, NULL, &options),
+                     PA_ERROR_INVALID_ARGUMENT, "outputs", "NULL");
+}
+
+static void V46_struct_sizes(void **state) {
+  (void)state;
+  pa_case c = prefill_case(CASE_HOST);
+  pa_plan_options options;
+  pa_plan_options_init(&options);
+  options.device = PA_DEVICE_HOST;
+  pa_plan *plan = NULL;
+  c.attrs.struct_size = sizeof c.attrs - 4;
+  CASE_ASSERT_STATUS(pa_plan_create(&plan, &c.attrs, c.in, c.out, &options),
+                     PA_ERROR_INVALID_ARGUMENT, "attributes", "struct_size");
+  c.attrs.struct_size = 0; /* a zeroed struct: not initialized with pa_attributes_init */
+  CASE_ASSERT_STATUS(pa_plan_create(&plan, &c.attrs, c.in, c.out, &options),
+                     PA_ERROR_INVALID_ARGUMENT, "attributes", "struct_size");
+  c.attrs.struct_size = sizeof c.attrs;
+  options.struct_size = 8;
+  CASE_ASSERT_STATUS(pa_plan_create(&plan, &c.attrs, c.in, c.out, &options),
+                     PA_ERROR_INVALID_ARGUMENT, "options", "struct_size");
+  pa_plan_options_init(&options);
+  pa_device_caps caps = case_caps_h200();
+  caps.struct_size = 4;
+  options.device = 0;
+  options.device_caps = &caps;
+  CASE_ASSERT_STATUS(pa_plan_create(&plan, &c.attrs, c.in, c.out, &options),
+                     PA_ERROR_INVALID_ARGUMENT, "device_caps", "struct_size");
+  assert_null(plan);
+}
+
+static void V46_option_values(void **state) {
+  (void)state;
+  pa_case c = prefill_case(CASE_HOST);
+  pa_plan_options options;
+  pa_plan_options_init(&options);
+  options.device = -3;
+  pa_plan *plan = NULL;
+  CASE_ASSERT_STATUS(pa_plan_create(&plan, &c.attrs, c.in, c.out, &options),
+                     PA_ERROR_INVALID_ARGUMENT, "device", "got -3");
+  options.device = PA_DEVICE_HOST;
+  options.backend = (pa_backend)17;
+  CASE_ASSERT_STATUS(pa_plan_create(&plan, &c.attrs, c.in, c.out, &options),
+                     PA_ERROR_INVALID_ARGUMENT, "backend", "17");
+}
+
+static void V46_null_plan_at_execute(void **state) {
+  (void)state;
+  const void *inputs[PA_NUM_INPUTS] = {0};
+  void *outputs[PA_NUM_OUTPUTS] = {0};
+  CASE_ASSERT_STATUS(pa_execute(NULL, inputs, outputs, NULL, 0, NULL), PA_ERROR_INVALID_ARGUMENT,
+                     "plan", "NULL");
+  CASE_ASSERT_STATUS(pa_execute_reference(NULL, inputs, outputs), PA_ERROR_INVALID_ARGUMENT, "plan",
+                     "NULL");
+}
+
+static void V46_plan_queries_accept_null(void **state) {
+  (void)state;
+  assert_int_equal(pa_plan_workspace_size(NULL), 0);
+  assert_int_equal(pa_plan_backend(NULL), PA_BACKEND_AUTO);
+  pa_plan_destroy(NULL);
+}
+
+/* ---- V49 devices ----------------------------------------------------------------------------- */
+
+static int gpu_present(void) {
+  pa_device_caps caps;
+  return pa_device_caps_query(0, &caps) == PA_SUCCESS;
+}
+
+static void V49_gpu_plan_without_a_gpu(void **state) {
+  (void)state;
+  if (gpu_present()) skip(); /* this machine has a GPU: V49_absent_device_ordinal covers it */
+  pa_case c = decode_case(CASE_DEVICE_0);
+  CASE_EXPECT_PLAN_FAILURE(&c, PA_ERROR_NO_DEVICE, "device");
+  pa_plan_options options;
+  pa_plan_options_init(&options); /* PA_DEVICE_CURRENT */
+  pa_plan *plan = NULL;
+  CASE_ASSERT_STATUS(pa_plan_create(&plan, &c.attrs, c.in, c.out, &options), PA_ERROR_NO_DEVICE,
+                     "device");
+  pa_device_caps caps;
+  CASE_ASSERT_STATUS(pa_device_caps_query(PA_DEVICE_CURRENT, &caps), PA_ERROR_NO_DEVICE, "device");
+}
+
+static void V49_absent_device_ordinal(void **state) {
+  (void)state;
+  pa_case c = decode_case(CASE_HOST);
+  pa_plan_options options;
+  pa_plan_options_init(&options);
+  options.device = 1000;
+  pa_plan *plan = NULL;
+  CASE_ASSERT_STATUS(pa_plan_create(&plan, &c.attrs, c.in, c.out, &options), PA_ERROR_NO_DEVICE,
+                     "device");
+  pa_device_caps caps;
+  CASE_ASSERT_STATUS(pa_device_caps_query(1000, NULL), PA_ERROR_INVALID_ARGUMENT, "caps");
+  CASE_ASSERT_STATUS(pa_device_caps_query(1000, &caps), PA_ERROR_NO_DEVICE, "device");
+}
+
+/* ---- dispatch (contract §5): AUTO on described devices --------------------------------------- */
+
+/* decode-shaped (token_count <= batch_size), SEPARATE, fp16/bf16 on both devices */
+static void dispatch_decode_shaped_is_decode(void **state) {
+  (void)state;
+  const pa_dtype types[] = {PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16};
+  const case_device devices[] = {CASE_H200, CASE_A100};
+  for (size_t t = 0; t < 2; t++)
+    for (size_t d = 0; d < 2; d++) {
+      case_config cfg = case_config_decode();
+      cfg.dtype = types[t];
+      pa_case c = built(cfg, devices[d]);
+      expect_backend_only(&c, PA_BACKEND_DECODE);
+    }
+}
+
+/* fewer tokens than sequences is decode-shaped too (some sequences contribute none) */
+static void dispatch_fewer_tokens_than_sequences_is_decode(void **state) {
+  (void)state;
+  case_config cfg = case_config_decode();
+  cfg.token_count = 17;
+  pa_case c = built(cfg, CASE_H200);
+  expect_backend_only(&c, PA_BACKEND_DECODE);
+}
+
+static void dispatch_decode_quantized_cache_is_decode(void **state) {
+  (void)state;
+  const pa_dtype caches[] = {PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN};
+  const pa_quant_type quants[] = {PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL};
+  for (size_t k = 0; k < 2; k++)
+    for (size_t q = 0; q < 2; q++) {
+      if (caches[k] == PA_DTYPE_FLOAT8_E4M3FN && !PA_FP8_KV_CACHE) continue;
+      case_config cfg = case_config_decode();
+      cfg.cache_dtype = caches[k];
+      cfg.quant = quants[q];
+      pa_case c = built(cfg, CASE_H200);
+      expect_backend_only(&c, PA_BACKEND_DECODE);
+    }
+}
+
+/* the prologue features do not change the backend */
+static void dispatch_decode_with_prologue_features_is_decode(void **state) {
+  (void)state;
+  case_config cfg = case_config_decode();
+  cfg.mode = CASE_PACKED;
+  cfg.rotary_dim = 128;
+  cfg.rotary_positions = 8192;
+  cfg.qk_norm = cfg.slot_mapping = cfg.head_sink = cfg.metadata = 1;
+  cfg.metadata_values[0] = 1;
+  cfg.metadata_values[1] = 4096;
+  pa_case c = built(cfg, CASE_H200);
+  c.attrs.local_window_size = 1024;
+  c.attrs.softcap = 50.0f;
+  expect_backend_only(&c, PA_BACKEND_DECODE);
+}
+
+/* No PREFILL backend is built yet: prefill-shaped requests go to UNFUSED. */
+static void dispatch_prefill_shaped_is_unfused(void **state) {
+  (void)state;
+  const case_device devices[] = {CASE_H200, CASE_A100};
+  for (size_t d = 0; d < 2; d++) {
+    pa_case c = prefill_case(devices[d]);
+    expect_backend_only(&c, PA_BACKEND_UNFUSED);
+  }
+}
+
+static void dispatch_attention_bias_is_unfused(void **state) {
+  (void)state;
+  case_config cfg = case_config_decode();
+  cfg.bias = 1;
+  pa_case c = built(cfg, CASE_H200);
+  expect_backend_only(&c, PA_BACKEND_UNFUSED);
+}
+
+static void dispatch_output_qk_is_unfused(void **state) {
+  (void)state;
+  case_config cfg = case_config_decode();
+  cfg.qk_output = 2;
+  pa_case c = built(cfg, CASE_H200);
+  expect_backend_only(&c, PA_BACKEND_UNFUSED);
+}
+
+static void dispatch_latent_is_unfused(void **state) {
+  (void)state;
+  case_config cfg = case_config_latent();
+  cfg.token_count = cfg.batch_size; /* decode-shaped: still not DECODE's */
+  pa_case c = built(cfg, CASE_H200);
+  expect_backend_only(&c, PA_BACKEND_UNFUSED);
+  c = built(case_config_latent(), CASE_A100);
+  expect_backend_only(&c, PA_BACKEND_UNFUSED);
+}
+
+static void dispatch_forced_backends(void **state) {
+  (void)state;
+  pa_case c = decode_case(CASE_H200);
+  c.backend = PA_BACKEND_UNFUSED;
+  expect_backend_only(&c, PA_BACKEND_UNFUSED);
+  c = prefill_case(CASE_H200); /* DECODE is correct for any ragged batch when forced */
+  c.backend = PA_BACKEND_DECODE;
+  expect_backend_only(&c, PA_BACKEND_DECODE);
+}
+
+static void dispatch_reference_needs_no_workspace(void **state) {
+  (void)state;
+  pa_case c = decode_case(CASE_H200);
+  c.backend = PA_BACKEND_REFERENCE;
+  pa_plan *plan = expect_backend(&c, PA_BACKEND_REFERENCE);
+  assert_int_equal(pa_plan_workspace_size(plan), 0);
+  pa_plan_destroy(plan);
+}
+
+/* Host plans: REFERENCE, workspace 0, for every kind of request. */
+static void dispatch_host_plans_are_reference(void **state) {
+  (void)state;
+  case_config cfgs[4] = {case_config_decode(), case_config_default(), case_config_latent(),
+                         case_config_default()};
+  cfgs[1].mode = CASE_PACKED;
+  cfgs[1].rotary_dim = 64;
+  cfgs[3].bias = 1;
+  cfgs[3].qk_output = 1;
+  for (size_t i = 0; i < 4; i++) {
+    pa_case c = built(cfgs[i], CASE_HOST);
+    pa_plan *plan = expect_backend(&c, PA_BACKEND_REFERENCE);
+    assert_int_equal(pa_plan_workspace_size(plan), 0);
+    pa_plan_destroy(plan);
+    c.backend = PA_BACKEND_REFERENCE;
+    expect_backend_only(&c, PA_BACKEND_REFERENCE);
+  }
+}
+
+/* ---- workspace sizes on described devices ---------------------------------------------------- */
+
+static void expect_workspace(const pa_case *c, size_t at_least) {
+  pa_plan *plan = case_plan_ok(c);
+  const size_t bytes = pa_plan_workspace_size(plan);
+  if (bytes == 0 || bytes % PA_WORKSPACE_ALIGNMENT != 0 || bytes < at_least)
+    fprintf(stderr, "workspace of %s: %zu bytes (expected > 0, >= %zu, multiple of %d)\n",
+            pa_backend_name(pa_plan_backend(plan)), bytes, at_least, PA_WORKSPACE_ALIGNMENT);
+  assert_true(bytes > 0);
+  assert_true(bytes >= at_least);
+  assert_int_equal(bytes % PA_WORKSPACE_ALIGNMENT, 0);
+  pa_plan_destroy(plan);
+}
+
+static void workspace_positive_and_aligned(void **state) {
+  (void)state;
+  const case_device devices[] = {CASE_H200, CASE_A100};
+  for (size_t d = 0; d < 2; d++) {
+    pa_case c = decode_case(devices[d]);
+    expect_workspace(&c, 1);
+    c = prefill_case(devices[d]);
+    expect_workspace(&c, 1);
+    c = built(case_config_latent(), devices[d]);
+    expect_workspace(&c, 1);
+  }
+}
+
+/* Packed input, rotary or QK-Norm stage Q (token_count * num_heads * head_size elements of T). */
+static void workspace_holds_staged_query(void **state) {
+  (void)state;
+  case_config cfg = case_config_decode();
+  cfg.mode = CASE_PACKED;
+  pa_case c = built(cfg, CASE_H200);
+  expect_workspace(&c, (size_t)64 * 32 * 128 * 2);
+  cfg = case_config_decode();
+  cfg.qk_norm = 1;
+  c = built(cfg, CASE_A100);
+  expect_workspace(&c, (size_t)64 * 32 * 128 * 2);
+}
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(V43_forced_decode_rejects_attention_bias),
+      cmocka_unit_test(V43_forced_prefill_not_built),
+      cmocka_unit_test(V43_host_plan_runs_only_reference),
+      cmocka_unit_test(V44_no_backend_for_the_device),
+      cmocka_unit_test(V46_null_plan_pointer),
+      cmocka_unit_test(V46_null_attributes_inputs_outputs),
+      cmocka_unit_test(V46_struct_sizes),
+      cmocka_unit_test(V46_option_values),
+      cmocka_unit_test(V46_null_plan_at_execute),
+      cmocka_unit_test(V46_plan_queries_accept_null),
+      cmocka_unit_test(V49_gpu_plan_without_a_gpu),
+      cmocka_unit_test(V49_absent_device_ordinal),
+      cmocka_unit_test(dispatch_decode_shaped_is_decode),
+      cmocka_unit_test(dispatch_fewer_tokens_than_sequences_is_decode),
+      cmocka_unit_test(dispatch_decode_quantized_cache_is_decode),
+      cmocka_unit_test(dispatch_decode_with_prologue_features_is_decode),
+      cmocka_unit_test(dispatch_prefill_shaped_is_unfused),
+      cmocka_unit_test(dispatch_attention_bias_is_unfused),
+      cmocka_unit_test(dispatch_output_qk_is_unfused),
+      cmocka_unit_test(dispatch_latent_is_unfused),
+      cmocka_unit_test(dispatch_forced_backends),
+      cmocka_unit_test(dispatch_reference_needs_no_workspace),
+      cmocka_unit_test(dispatch_host_plans_are_reference),
+      cmocka_unit_test(workspace_positive_and_aligned),
+      cmocka_unit_test(workspace_holds_staged_query),
+  };
+  return CASE_RUN_TESTS("plan", tests, argc, argv);
+}
