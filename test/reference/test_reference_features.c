@@ -3,8 +3,9 @@
  * expected values are computed here from the formulas. */
 #include "test_common.h"
 
-/* fp16 output: one rounding of a value of magnitude <= ~4 */
+/* one rounding of the output to T (relative 2^-11 for fp16, 2^-8 for bf16), with margin */
 #define T_TOL 1e-3
+#define BF16_TOL 8e-3
 
 /* One head, head_size 8, scale 1, one sequence: one cached key (position 0) and one new token
  * (position 1). */
@@ -56,11 +57,11 @@ static void softmax(const double *logits, int n, const double *sink, double *p) 
 }
 
 static void expect_head(const pa_case *c, int64_t t, int32_t h, const double *p, const float *const *v,
-                        int n, const char *what) {
+                        int n, const char *what, double tol) {
   for (int32_t ch = 0; ch < c->v_head_size; ch++) {
     double want = 0.0;
     for (int i = 0; i < n; i++) want += p[i] * v[i][ch];
-    expect_close(pa_case_output(c, t, h, ch), want, T_TOL, "%s: token %" PRId64 " head %d ch %d",
+    expect_close(pa_case_output(c, t, h, ch), want, tol, "%s: token %" PRId64 " head %d ch %d",
                  what, t, h, ch);
   }
 }
@@ -71,12 +72,12 @@ static const float k_two[8] = {2, 0, 0, 0.75f, 0, 0, 0, 0};
 static const float v_a[8] = {1, 2, 3, 4, -1, -2, -3, -4};
 static const float v_b[8] = {0.5f, -0.5f, 0.25f, 0, 1, 1, 1, 1};
 
-/* q = e0, k0 . q = 1, k1 . q = 2: P = (1, e) / (1 + e). Also checks the new K/V reached the cache
- * unchanged (fp16 in, fp16 cache). */
-static void two_keys_softmax(void **state) {
-  (void)state;
+/* q = e0, k0 . q = 1, k1 . q = 2: P = (1, e) / (1 + e), in fp16 and bf16. Also checks the new K/V
+ * reached the cache unchanged (T in, T cache). */
+static void two_keys_softmax_in(pa_dtype dtype, double tol) {
   pa_case_config cfg;
   tiny_config(&cfg);
+  cfg.dtype = dtype;
   pa_case c;
   build(&c, &cfg);
   set_row(&c, PA_IN_QUERY, 0, 0, q_unit, 8);
@@ -87,12 +88,19 @@ static void two_keys_softmax(void **state) {
   double logits[2] = {1.0, 2.0}, p[2];
   softmax(logits, 2, NULL, p);
   const float *v[2] = {v_a, v_b};
-  expect_head(&c, 0, 0, p, v, 2, "two keys");
+  expect_head(&c, 0, 0, p, v, 2, dtype == PA_DTYPE_BFLOAT16 ? "two keys, bf16" : "two keys, fp16",
+              tol);
   for (int ch = 0; ch < 8; ch++) {
     assert_true(cached(&c, PA_IN_KEY_CACHE, 0, 1, 0, ch) == k_two[ch]);
     assert_true(cached(&c, PA_IN_VALUE_CACHE, 0, 1, 0, ch) == v_b[ch]);
   }
   pa_case_free(&c);
+}
+
+static void two_keys_softmax(void **state) {
+  (void)state;
+  two_keys_softmax_in(PA_DTYPE_FLOAT16, T_TOL);
+  two_keys_softmax_in(PA_DTYPE_BFLOAT16, BF16_TOL);
 }
 
 /* scale 0 = 1/sqrt(head_size); softcap after scale; sink in the denominator only. */
@@ -117,7 +125,7 @@ static void default_scale_softcap_sink(void **state) {
     for (int i = 0; i < 2 && variant >= 1; i++) logits[i] = 0.5 * tanh(logits[i] / 0.5);
     softmax(logits, 2, cfg.head_sink ? &sink : NULL, p);
     const float *v[2] = {v_a, v_b};
-    expect_head(&c, 0, 0, p, v, 2, variant == 0 ? "default scale" : variant == 1 ? "softcap" : "sink");
+    expect_head(&c, 0, 0, p, v, 2, variant == 0 ? "default scale" : variant == 1 ? "softcap" : "sink", T_TOL);
     pa_case_free(&c);
   }
 }
@@ -217,7 +225,7 @@ static void attention_bias_broadcast_and_capacity(void **state) {
           logits[k] = 3.0 * tanh((k + 1) / 3.0) +
                       (k < kv_cap ? pa_case_input(&c, PA_IN_ATTENTION_BIAS, row + k) : 0.0);
         softmax(logits, kv_cap == 1 ? 1 : 2, NULL, p);
-        expect_head(&c, b, h, p, v, 2, "bias");
+        expect_head(&c, b, h, p, v, 2, "bias", T_TOL);
       }
     pa_case_free(&c);
   }
@@ -420,7 +428,7 @@ static void quantized_cache_write_and_read(void **state) {
       }
       softmax(logits, 2, NULL, p);
       const float *v[2] = {values[0], values[1]};
-      expect_head(&c, 0, 0, p, v, 2, "quantized read");
+      expect_head(&c, 0, 0, p, v, 2, "quantized read", T_TOL);
       pa_case_free(&c);
     }
 }
@@ -523,7 +531,7 @@ static void latent_value_is_key_prefix(void **state) {
       }
     softmax(logits, 2, NULL, p);
     const float *v[2] = {values[0], values[1]};
-    expect_head(&c, 0, h, p, v, 2, "latent");
+    expect_head(&c, 0, h, p, v, 2, "latent", T_TOL);
   }
   pa_case_free(&c);
 }

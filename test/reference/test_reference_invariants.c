@@ -53,6 +53,7 @@ static void paged_equals_contiguous_equals_shuffled(void **state) {
     pa_case_config cfg;
     batch_config(&cfg);
     cfg.block_size = block_sizes[i];
+    cfg.dtype = i == 1 ? PA_DTYPE_BFLOAT16 : PA_DTYPE_FLOAT16;
     pa_case contiguous, shuffled;
     build(&contiguous, &cfg);
     cfg.block_order = PA_CASE_BLOCKS_SHUFFLED;
@@ -393,6 +394,59 @@ static void absorbed_mla_equals_non_absorbed(void **state) {
   free(plain_cache[1]);
 }
 
+/* query_positions equal to the default positions (past + j) == query_positions absent. */
+static void default_query_positions_equal_absent(void **state) {
+  (void)state;
+  pa_case_config cfg;
+  batch_config(&cfg);
+  int32_t positions[11];
+  int64_t t = 0;
+  for (int b = 0; b < cfg.batch_size; b++)
+    for (int32_t j = 0; j < cfg.q_lens[b]; j++) positions[t++] = cfg.past_lens[b] + j;
+  pa_case absent, given;
+  build(&absent, &cfg);
+  cfg.query_positions = positions;
+  build(&given, &cfg);
+  run(&absent);
+  run(&given);
+  expect_outputs_close(&absent, &given, 0.0, "query_positions default vs absent");
+  assert_memory_equal(absent.inputs[PA_IN_KEY_CACHE], given.inputs[PA_IN_KEY_CACHE],
+                      absent.inputs_bytes[PA_IN_KEY_CACHE]);
+  pa_case_free(&absent);
+  pa_case_free(&given);
+}
+
+/* pa_execute_reference runs GPU plans too (here: planned for a described Hopper, no GPU touched) with
+ * the same result as a host plan. Skipped when no GPU backend serves the configuration. */
+static void gpu_plan_equals_host_plan(void **state) {
+  (void)state;
+  pa_case_config cfg;
+  batch_config(&cfg);
+  pa_case host, gpu;
+  build(&host, &cfg);
+  build(&gpu, &cfg);
+  pa_device_caps caps = {sizeof caps, 9, 0, 132, 227 * 1024};
+  pa_plan_options options;
+  pa_plan_options_init(&options);
+  options.device = 0;
+  options.device_caps = &caps;
+  pa_plan *plan = NULL;
+  pa_status st = pa_plan_create(&plan, &cfg.attrs, gpu.inputs_desc, gpu.outputs_desc, &options);
+  if (st == PA_ERROR_NOT_SUPPORTED) {
+    pa_case_free(&host);
+    pa_case_free(&gpu);
+    skip();
+  }
+  expect_status(st, PA_SUCCESS);
+  assert_int_not_equal(pa_plan_backend(plan), PA_BACKEND_REFERENCE);
+  expect_status(pa_execute_reference(plan, (const void *const *)gpu.inputs, gpu.outputs), PA_SUCCESS);
+  pa_plan_destroy(plan);
+  run(&host);
+  expect_outputs_close(&host, &gpu, 0.0, "GPU plan vs host plan");
+  pa_case_free(&host);
+  pa_case_free(&gpu);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(paged_equals_contiguous_equals_shuffled),
@@ -402,6 +456,8 @@ int main(void) {
       cmocka_unit_test(quantized_write_read_round_trip),
       cmocka_unit_test(ring_buffer_window_equals_full_cache),
       cmocka_unit_test(absorbed_mla_equals_non_absorbed),
+      cmocka_unit_test(default_query_positions_equal_absent),
+      cmocka_unit_test(gpu_plan_equals_host_plan),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

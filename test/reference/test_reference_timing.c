@@ -1,5 +1,7 @@
 /* Speed of the reference executor: a decode step of 4 sequences x 2k context, 32 query / 8 KV heads,
- * head_size 128 must take under 2 s (release build), for an fp16 and an int8 cache. */
+ * head_size 128 must take under 2 s (release build), for an fp16 and an int8 cache. The assertion is
+ * on the process's CPU time (single-threaded), so that a loaded CI machine does not make it flaky;
+ * the wall time is printed beside it. */
 #include "test_common.h"
 
 static double seconds_now(void) {
@@ -32,11 +34,13 @@ static void decode_4x2k_under_2s(void **state) {
     pa_plan *plan = NULL;
     expect_status(pa_case_plan(&c, &plan), PA_SUCCESS);
     double start = seconds_now();
+    clock_t cpu_start = clock();
     expect_status(pa_execute_reference(plan, (const void *const *)c.inputs, c.outputs), PA_SUCCESS);
-    double elapsed = seconds_now() - start;
-    print_message("decode 4 x 2048, 32/8 heads, d128, %s cache: %.3f s\n",
-                  quantized ? "int8" : "fp16", elapsed);
-    assert_true(elapsed < 2.0);
+    double cpu = (double)(clock() - cpu_start) / CLOCKS_PER_SEC;
+    double wall = seconds_now() - start;
+    print_message("decode 4 x 2048, 32/8 heads, d128, %s cache: %.3f s CPU (%.3f s wall)\n",
+                  quantized ? "int8" : "fp16", cpu, wall);
+    assert_true(cpu < 2.0);
     assert_false(isnan(pa_case_output(&c, 3, 31, 127)));
     pa_plan_destroy(plan);
     pa_case_free(&c);
