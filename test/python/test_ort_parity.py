@@ -198,6 +198,8 @@ NAMED = {
     "output_qk_2": (dataclasses.replace(BASE, qk_output=2), 2),
     "output_qk_1_softcap_bias": (dataclasses.replace(BASE, qk_output=1, softcap=2.5,
                                                      bias=(1, 8, 6, 64)), 1),
+    "output_qk_2_head_sink_window": (dataclasses.replace(BASE, qk_output=2, head_sink=True,
+                                                         window=4), 2),
     "not_causal": (dataclasses.replace(BASE, is_causal=0), 1),
     "int8_per_tensor": (dataclasses.replace(BASE, cache_dtype="int8", quant="PER_TENSOR"), 3),
     "int8_per_channel_rotary": (dataclasses.replace(BASE, cache_dtype="int8",
