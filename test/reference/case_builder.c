@@ -150,15 +150,17 @@ int64_t pa_case_derived_slot(const pa_case *c, int64_t t) {
   return id * bs + pos % bs;
 }
 
-static void make_block_table(pa_case *c) {
+static int make_block_table(pa_case *c) {
   const pa_case_config *cfg = &c->config;
   int32_t *table = c->inputs[PA_IN_BLOCK_TABLE];
   int64_t entries = (int64_t)cfg->batch_size * c->blocks_per_seq;
   if (cfg->block_table) {
     memcpy(table, cfg->block_table, (size_t)entries * sizeof *table);
-    return;
+    return 1;
   }
+  if (entries > c->num_blocks) return 0; /* every sequence owns its own blocks */
   int64_t *order = malloc((size_t)c->num_blocks * sizeof *order);
+  if (!order) return 0;
   for (int64_t i = 0; i < c->num_blocks; i++) order[i] = i;
   if (cfg->block_order == PA_CASE_BLOCKS_SHUFFLED) {
     rng r = rng_stream(cfg->seed, STREAM_BLOCKS, 0);
@@ -171,6 +173,7 @@ static void make_block_table(pa_case *c) {
   }
   for (int64_t i = 0; i < entries; i++) table[i] = (int32_t)order[i];
   free(order);
+  return 1;
 }
 
 static void make_rotary_tables(pa_case *c) {
@@ -312,7 +315,7 @@ static pa_status build(pa_case *c) {
   cu[0] = 0;
   for (int32_t b = 0; b < b_count; b++) cu[b + 1] = cu[b] + cfg->q_lens[b];
   memcpy(c->inputs[PA_IN_PAST_SEQLENS], cfg->past_lens, (size_t)b_count * sizeof(int32_t));
-  make_block_table(c);
+  if (!make_block_table(c)) return PA_ERROR_INVALID_ARGUMENT;
   for (int i = 0; i < PA_NUM_INPUTS; i++) {
     if (!c->inputs[i] || c->inputs_desc[i].dtype != t) continue;
     if (i == PA_IN_KEY_CACHE || i == PA_IN_VALUE_CACHE || i == PA_IN_COS_CACHE ||

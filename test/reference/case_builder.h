@@ -25,6 +25,9 @@
  *   pa_case_free(&c);
  *
  * Not thread-safe per case object; distinct cases are independent.
+ *
+ * Build: meson's reference_case_builder_dep (test/reference/meson.build) links it with the static
+ * library (it uses the internal host conversions of lib/host_numeric.h).
  */
 #ifndef PAGEDATTN_TEST_CASE_BUILDER_H
 #define PAGEDATTN_TEST_CASE_BUILDER_H
@@ -110,11 +113,12 @@ typedef struct pa_case {
 void pa_case_config_init(pa_case_config *config);
 
 /* Allocates and fills every tensor. PA_ERROR_INVALID_ARGUMENT for a configuration the builder cannot
- * express (missing q_lens, ...), PA_ERROR_OUT_OF_MEMORY. On failure nothing stays allocated. */
+ * express (missing q_lens / past_lens / slot_mapping, fewer than batch_size * blocks_per_seq blocks
+ * without an explicit block_table), PA_ERROR_OUT_OF_MEMORY. On failure nothing stays allocated. */
 pa_status pa_case_build(pa_case *c, const pa_case_config *config);
 void pa_case_free(pa_case *c);
 
-/* pa_plan_create for the case on PA_DEVICE_HOST (options may be NULL). */
+/* pa_plan_create for the case on PA_DEVICE_HOST, backend AUTO (= REFERENCE). */
 pa_status pa_case_plan(const pa_case *c, pa_plan **plan);
 /* Fills output and output_qk with NaN. */
 void pa_case_poison_outputs(pa_case *c);
