@@ -30,8 +30,56 @@ struct decode_state {
   dim3 grid;
   int smem_bytes;
   int tiles_per_split, num_split_slots, head_chunks;
-  size_t partial_out_bytes;  // partial_ml follows, aligned
+  bool work_list;  // schedule the non-empty splits on device (several tokens and split slots)
+  size_t partial_ml_offset, item_begin_offset, work_items_offset;  // in the backend workspace
 };
+
+constexpr int kScheduleThreads = 1024;
+
+// Lists the non-empty splits of every token (token-major, split order) and each token's first item,
+// from the device-side lengths: one CTA, a block-wide prefix sum over chunks of tokens.
+__global__ void __launch_bounds__(kScheduleThreads) decode_schedule_kernel(const decode_params P) {
+  __shared__ int32_t warp_totals[kScheduleThreads / 32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int32_t carry = 0;
+  for (int64_t chunk = 0; chunk < P.token_count; chunk += kScheduleThreads) {
+    const int64_t token = chunk + threadIdx.x;
+    int32_t splits = 0;
+    if (token < P.token_count) {
+      const key_range range = token_key_range(P, token);
+      const int64_t tiles = (range.hi - range.lo + kDecodeTileKeys - 1) / kDecodeTileKeys;
+      // an under-sized max_kv_len bound drops the tail splits: wrong, but inside the workspace
+      splits = (int32_t)min((tiles + P.tiles_per_split - 1) / P.tiles_per_split,
+                            (int64_t)P.num_split_slots);
+    }
+    int32_t inclusive = splits;
+#pragma unroll
+    for (int offset = 1; offset < 32; offset *= 2) {
+      int32_t other = __shfl_up_sync(0xffffffffu, inclusive, offset);
+      if (lane >= offset) inclusive += other;
+    }
+    if (lane == 31) warp_totals[warp] = inclusive;
+    __syncthreads();
+    if (warp == 0) {
+      int32_t total = warp_totals[lane];
+#pragma unroll
+      for (int offset = 1; offset < 32; offset *= 2) {
+        int32_t other = __shfl_up_sync(0xffffffffu, total, offset);
+        if (lane >= offset) total += other;
+      }
+      warp_totals[lane] = total;
+    }
+    __syncthreads();
+    const int32_t first = carry + inclusive - splits + (warp > 0 ? warp_totals[warp - 1] : 0);
+    if (token < P.token_count) {
+      P.item_begin[token] = first;
+      for (int32_t s = 0; s < splits; s++) P.work_items[first + s] = make_int2((int)token, s);
+    }
+    carry += warp_totals[kScheduleThreads / 32 - 1];
+    __syncthreads();  // warp_totals is rewritten by the next chunk
+  }
+  if (threadIdx.x == 0) P.item_begin[P.token_count] = carry;
+}
 
 size_t align_up(size_t x) {
   return (x + PA_WORKSPACE_ALIGNMENT - 1) / PA_WORKSPACE_ALIGNMENT * PA_WORKSPACE_ALIGNMENT;
@@ -102,16 +150,20 @@ pa_status decode_check(const pa__problem *p, const pa_device_caps *caps, char *w
   return PA_SUCCESS;
 }
 
+// Resident CTAs per multiprocessor, estimated from shared memory (a multiprocessor has about 1 KB
+// more than the per-block opt-in limit, and reserves 1 KB per CTA); registers allow 4.
+int64_t ctas_per_sm_of(const pa_device_caps *caps, int smem_bytes) {
+  return std::max<int64_t>(
+      1, std::min<int64_t>(4, (caps->max_shared_memory_per_block_optin + 1024) / (smem_bytes + 1024)));
+}
+
 // The split size depends only on static shapes and the device, never on attention_metadata, so the
 // partition of every key range (hence the summation order) is the same with bounds absent, tight or
 // loose; the bound only decides how many split slots the grid has (and the workspace).
 int tiles_per_split_for(const pa__problem *p, const pa_device_caps *caps, int smem_bytes,
                         int head_chunks) {
   const int64_t sms = caps->multiprocessor_count > 0 ? caps->multiprocessor_count : 1;
-  const int64_t ctas_per_sm =
-      std::max<int64_t>(1, std::min<int64_t>(4, (caps->max_shared_memory_per_block_optin + 1024) /
-                                                    (smem_bytes + 1024)));
-  const int64_t target_ctas = 2 * sms * ctas_per_sm;
+  const int64_t target_ctas = 2 * sms * ctas_per_sm_of(caps, smem_bytes);
   const int64_t units = p->token_count * p->kv_num_heads * head_chunks;
   const int64_t capacity_tiles =
       ceil_div((int64_t)p->max_blocks_per_seq * p->block_size, kDecodeTileKeys);
@@ -136,14 +188,26 @@ pa_status decode_plan(pa_plan *plan, int setup_device, size_t *backend_bytes) {
   s->tiles_per_split = tiles_per_split_for(p, &plan->caps, s->smem_bytes, s->head_chunks);
   const int64_t bound_tiles = ceil_div(p->max_kv_len, kDecodeTileKeys);
   s->num_split_slots = (int)std::max<int64_t>(1, ceil_div(bound_tiles, s->tiles_per_split));
-  s->grid = dim3((unsigned)(p->token_count * p->kv_num_heads * s->head_chunks),
-                 (unsigned)s->num_split_slots);
-  if (s->num_split_slots > 1) {
-    const size_t slots = (size_t)p->token_count * s->num_split_slots * p->num_heads;
-    s->partial_out_bytes = align_up(slots * p->head_size * sizeof(float));
-    *backend_bytes = s->partial_out_bytes + slots * sizeof(float2);
+  const int64_t cta_heads = (int64_t)p->kv_num_heads * s->head_chunks;
+  const int64_t items = p->token_count * s->num_split_slots;  // the most work items a step can have
+  s->work_list = s->num_split_slots > 1 && p->token_count > 1;
+  if (s->work_list) {
+    const int64_t resident = (int64_t)std::max(1, plan->caps.multiprocessor_count) *
+                             ctas_per_sm_of(&plan->caps, s->smem_bytes);
+    const int64_t persistent = std::min<int64_t>(std::min<int64_t>(items, 65535),
+                                                 std::max<int64_t>(1, ceil_div(resident, cta_heads)));
+    s->grid = dim3((unsigned)cta_heads, (unsigned)persistent);
   } else {
-    *backend_bytes = 0;
+    s->grid = dim3((unsigned)(p->token_count * cta_heads), (unsigned)s->num_split_slots);
+  }
+  *backend_bytes = 0;
+  if (s->num_split_slots > 1) {
+    const size_t item_heads = (size_t)items * p->num_heads;
+    s->partial_ml_offset = align_up(item_heads * p->head_size * sizeof(float));
+    s->item_begin_offset = align_up(s->partial_ml_offset + item_heads * sizeof(float2));
+    s->work_items_offset = align_up(s->item_begin_offset + ((size_t)p->token_count + 1) * sizeof(int32_t));
+    *backend_bytes = s->work_list ? s->work_items_offset + (size_t)items * sizeof(int2)
+                                  : s->item_begin_offset;
   }
   if (setup_device) {
     cudaError_t err = s->variant.set_smem(s->smem_bytes);
@@ -157,7 +221,8 @@ pa_status decode_plan(pa_plan *plan, int setup_device, size_t *backend_bytes) {
             "[pagedattn] DECODE: grid %u x %u, %d threads, %d B shared, %d tiles of %d keys per "
             "split, %d split slots%s\n",
             s->grid.x, s->grid.y, kDecodeThreads, s->smem_bytes, s->tiles_per_split,
-            kDecodeTileKeys, s->num_split_slots, s->num_split_slots > 1 ? " + merge" : "");
+            kDecodeTileKeys, s->num_split_slots,
+            s->work_list ? ", device work list + merge" : s->num_split_slots > 1 ? " + merge" : "");
   return PA_SUCCESS;
 }
 
@@ -181,10 +246,16 @@ pa_status decode_run(const pa_plan *plan, const pa__io *io, pa__stream stream) {
   P.k_quant = p->k_quant;
   P.v_quant = p->v_quant;
   P.output = io->output;
+  char *workspace = (char *)io->backend_workspace;
   if (s->num_split_slots > 1) {
-    P.partial_out = (float *)io->backend_workspace;
-    P.partial_ml = (float2 *)((char *)io->backend_workspace + s->partial_out_bytes);
+    P.partial_out = (float *)workspace;
+    P.partial_ml = (float2 *)(workspace + s->partial_ml_offset);
   }
+  if (s->work_list) {
+    P.item_begin = (int32_t *)(workspace + s->item_begin_offset);
+    P.work_items = (int2 *)(workspace + s->work_items_offset);
+  }
+  P.token_count = p->token_count;
   P.batch_size = p->batch_size;
   P.num_heads = p->num_heads;
   P.group_size = p->group_size;
@@ -198,6 +269,7 @@ pa_status decode_run(const pa_plan *plan, const pa__io *io, pa__stream stream) {
   P.num_split_slots = s->num_split_slots;
 
   cudaStream_t st = (cudaStream_t)stream;
+  if (s->work_list) decode_schedule_kernel<<<1, kScheduleThreads, 0, st>>>(P);
   s->variant.launch(P, s->grid, s->smem_bytes, st);
   if (s->num_split_slots > 1) {
     dim3 grid((unsigned)p->token_count, (unsigned)p->num_heads);

@@ -1,8 +1,8 @@
 // The DECODE backend's kernels: split-KV flash decoding over 16-token (or larger) pages.
 //
-// One CTA per (query token, KV head, chunk of up to 16 query heads of its group, split); the KV heads
-// of a token are neighbours in launch order, so concurrent CTAs read neighbouring bytes of a page. The CTA
-// holds every query head of the chunk on the M dimension of mma.sync m16n8k16, so each KV tile is
+// A CTA works on (query token, KV head, chunk of up to 16 query heads of its group, split); the KV
+// heads of a token are neighbours in launch order, so concurrent CTAs read neighbouring bytes of a
+// page. The CTA holds every query head of the chunk on the M dimension of mma.sync m16n8k16, so each KV tile is
 // read from memory once per group. Tiles are 64 keys whatever the page size: each row's address
 // comes from the block table (kv_access.cuh), and 16-byte cp.async loads fill a 3-stage ring.
 // Each of the 4 warps owns 16 keys of every tile and runs its own online softmax over them; the
@@ -10,7 +10,10 @@
 // cut into splits of tiles_per_split tiles (fixed at plan time from static shapes only, so results do
 // not depend on attention_metadata); each split writes unnormalized fp32 partial outputs with their
 // running max and sum, and decode_merge_kernel combines them. With one split slot the CTA writes
-// the output directly (same finalization, bitwise equal).
+// the output directly (same finalization, bitwise equal). With several tokens and split slots,
+// decode_schedule_kernel (decode.cu) first lists the non-empty splits on device and a persistent grid
+// walks that list, so a loose bound or a skewed batch (one long sequence among short ones) launches
+// no empty CTAs.
 //
 // Quantized caches: raw codes are exact in T, so the MMAs run on codes; a per-tensor k_scale goes
 // into the score scale, a per-channel one into Q (rounded to T once), v_scale into the output.
@@ -46,11 +49,18 @@ struct decode_params {
   const float *k_scale, *v_scale;
   pa_quant_type k_quant, v_quant;
   void *output;
-  float *partial_out;   // [token][split slot][head][head_size], unnormalized
-  float2 *partial_ml;   // [token][split slot][head]: (running max in log2 units, sum)
+  // Partial results per work item (a non-empty split of a token): item = token * num_split_slots +
+  // split on the static grid, or its index in work_items.
+  float *partial_out;   // [item][head][head_size], unnormalized
+  float2 *partial_ml;   // [item][head]: (running max in log2 units, sum)
+  // Work list (decode_schedule_kernel): the non-empty splits of every token, token-major, so the
+  // persistent grid never visits an empty split; NULL = one CTA per (token, split slot).
+  int2 *work_items;      // (token, split)
+  int32_t *item_begin;   // [token_count + 1]: first item of each token; [token_count] = the total
+  int64_t token_count;
   int32_t batch_size, num_heads, group_size;
   int32_t head_chunks;   // ceil(group_size / 16)
-  int32_t cta_heads;     // kv_num_heads * head_chunks: gridDim.x = token_count * cta_heads
+  int32_t cta_heads;     // kv_num_heads * head_chunks
   float scale, softcap;  // softcap 0 = off
   int32_t window;        // -1 = off
   int32_t is_causal;
@@ -154,14 +164,11 @@ __device__ __forceinline__ key_range token_key_range(const decode_params &P, int
 
 // ---- the main kernel ----------------------------------------------------------------------------
 
+// One work item: split `split` of token `token`, for the query heads of cta_head.
 template <typename T, typename C, int DMAX>
-__global__ void __launch_bounds__(kDecodeThreads)
-    decode_kernel(const decode_params P) {
-  extern __shared__ __align__(16) unsigned char smem[];
+__device__ __forceinline__ void decode_item(const decode_params &P, unsigned char *smem,
+                                            int64_t token, int split, int64_t item, int cta_head) {
   const int head_size = P.kv.head_size;
-  const int64_t token = blockIdx.x / P.cta_heads;
-  const int cta_head = blockIdx.x % P.cta_heads;
-  const int split = blockIdx.y;
   const int kv_head = cta_head / P.head_chunks;
   const int head0 = kv_head * P.group_size + (cta_head % P.head_chunks) * kDecodeHeadsPerCta;
   const int rows = min(kDecodeHeadsPerCta, kv_head * P.group_size + P.group_size - head0);
@@ -173,7 +180,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
   const int tile_begin = (int)min((int64_t)split * P.tiles_per_split, (int64_t)tiles);
   const int tile_end = min(tiles, tile_begin + P.tiles_per_split);
   const bool direct = P.num_split_slots == 1;
-  const int64_t slot_base = (token * P.num_split_slots + split) * P.num_heads;
+  const int64_t slot_base = item * P.num_heads;
 
   if (tile_begin >= tile_end) {  // nothing to read: an empty partial, or a zero output row
     for (int i = tid; i < rows * head_size; i += kDecodeThreads) {
@@ -408,32 +415,58 @@ __global__ void __launch_bounds__(kDecodeThreads)
   }
 }
 
-// Combines the split slots of one (token, head): slots with no admitted key are skipped, so the
-// result does not depend on how many slots the launch had.
+// Static grid: gridDim = (token_count * cta_heads, num_split_slots), empty splits exit at once.
+// Work list: gridDim = (cta_heads, persistent CTAs), each CTA walks the items round-robin.
+template <typename T, typename C, int DMAX>
+__global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const decode_params P) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int cta_head = blockIdx.x % P.cta_heads;
+  if (!P.work_items) {
+    const int64_t token = blockIdx.x / P.cta_heads;
+    decode_item<T, C, DMAX>(P, smem, token, blockIdx.y, token * P.num_split_slots + blockIdx.y,
+                            cta_head);
+    return;
+  }
+  const int64_t items = P.item_begin[P.token_count];
+  for (int64_t item = blockIdx.y; item < items; item += gridDim.y) {
+    const int2 work = P.work_items[item];
+    decode_item<T, C, DMAX>(P, smem, work.x, work.y, item, cta_head);
+    __syncthreads();  // the next item rewrites the shared memory this one read
+  }
+}
+
+// Combines the items of one (token, head) in split order; items with no admitted key are skipped,
+// so the result does not depend on how many split slots the launch had.
 template <typename T>
-__global__ void __launch_bounds__(128) decode_merge_kernel(const decode_params P, int is_quantized_cache) {
+__global__ void decode_merge_kernel(const decode_params P, int is_quantized_cache) {
   const int64_t token = blockIdx.x;
   const int head = blockIdx.y;
   const int head_size = P.kv.head_size;
   const int kv_head = head / P.group_size;
-  const float2 *ml = P.partial_ml + token * P.num_split_slots * P.num_heads + head;
+  int64_t first = token * P.num_split_slots;
+  int count = P.num_split_slots;
+  if (P.item_begin) {
+    first = P.item_begin[token];
+    count = (int)(P.item_begin[token + 1] - first);
+  }
+  const float2 *ml = P.partial_ml + first * P.num_heads + head;
   float m = -INFINITY;
-  for (int s = 0; s < P.num_split_slots; s++) {
+  for (int s = 0; s < count; s++) {
     float2 x = ml[(int64_t)s * P.num_heads];
     if (x.y > 0.0f) m = fmaxf(m, x.x);
   }
   float l = 0.0f;
-  for (int s = 0; s < P.num_split_slots; s++) {
+  for (int s = 0; s < count; s++) {
     float2 x = ml[(int64_t)s * P.num_heads];
     if (x.y > 0.0f) l += x.y * softmax_rescale(x.x, m);
   }
   const float sink = sink_log2(P, head, dtype_of<T>::value == PA_DTYPE_BFLOAT16);
   for (int c = threadIdx.x; c < head_size; c += blockDim.x) {
     float o = 0.0f;
-    for (int s = 0; s < P.num_split_slots; s++) {
+    for (int s = 0; s < count; s++) {
       float2 x = ml[(int64_t)s * P.num_heads];
       if (x.y > 0.0f)
-        o += P.partial_out[((token * P.num_split_slots + s) * P.num_heads + head) * head_size + c] *
+        o += P.partial_out[((first + s) * P.num_heads + head) * head_size + c] *
              softmax_rescale(x.x, m);
     }
     float v_scale_c =
