@@ -156,6 +156,100 @@ def _current_device(framework):
     return cupy.cuda.Device().id
 
 
+def _wrap_arrays(tensors, output_qk, k_cache_dtype, v_cache_dtype):
+    """Describe every present input and output_qk; check they share one device."""
+    try:
+        arrays = [None if t is None else _arrays.wrap(C.INPUT_NAMES[i], t)
+                  for i, t in enumerate(tensors)]
+        qk_array = None if output_qk is None else _arrays.wrap("output_qk", output_qk)
+    except _arrays.ArgumentError as e:
+        raise _argument_error(str(e)) from None
+    query = arrays[0]
+    for name, arr in (*zip(C.INPUT_NAMES, arrays), ("output_qk", qk_array)):
+        if arr is None:
+            continue
+        if arr.is_cuda != query.is_cuda:
+            where = {True: "a CUDA device", False: "the host"}
+            raise _argument_error("%s: on %s, but query is on %s"
+                                  % (name, where[arr.is_cuda], where[query.is_cuda]))
+        if arr.is_cuda and -1 not in (arr.device, query.device) and arr.device != query.device:
+            raise _argument_error("%s: on CUDA device %d, but query is on device %d"
+                                  % (name, arr.device, query.device))
+    for idx, cache_dtype in ((C.PA_IN_KEY_CACHE, k_cache_dtype),
+                             (C.PA_IN_VALUE_CACHE, v_cache_dtype)):
+        # numpy without ml_dtypes and cupy have no float8: their uint8 bytes stand in for it
+        if arrays[idx] is not None and arrays[idx].dtype == C.PA_DTYPE_UINT8 \
+                and cache_dtype == "float8e4m3fn":
+            arrays[idx].dtype = C.PA_DTYPE_FLOAT8_E4M3FN
+    return arrays, qk_array
+
+
+def _metadata_values(attention_metadata):
+    if attention_metadata is None:
+        return None
+    if hasattr(attention_metadata, "__cuda_array_interface__") or getattr(
+            getattr(attention_metadata, "device", None), "type", "cpu") != "cpu":
+        raise _argument_error("attention_metadata: expected two host ints, got a device array")
+    metadata = tuple(int(v) for v in attention_metadata)
+    if len(metadata) != 2:
+        raise _argument_error("attention_metadata: expected 2 values, got %d" % len(metadata))
+    return metadata
+
+
+def _output_descs(arrays, qk_array, kw):
+    """Output 0 sized from the shapes; output 3 from output_qk, or (num_heads, token_count,
+    block_table.shape[1] * block_size) in float32 when the binding allocates it."""
+    query, block_table, key_cache = arrays[0], arrays[7], arrays[3]
+    descs = C.OutputDescs()
+    out = descs[C.PA_OUT_OUTPUT]
+    out.dtype, out.rank = query.dtype, 2
+    out.dims[0], out.dims[1] = _output_shape(query, arrays[1], kw)
+    qk = descs[C.PA_OUT_QK]
+    if qk_array is not None:
+        _describe(qk, qk_array)
+    elif int(kw["qk_output"]) != 0:
+        if block_table is None or len(block_table.shape) != 2 or len(key_cache.shape) != 4:
+            raise _argument_error("output_qk: cannot size it: block_table must be rank 2 and "
+                                  "key_cache rank 4")
+        qk.dtype, qk.rank = C.PA_DTYPE_FLOAT32, 3
+        qk.dims[0], qk.dims[1] = int(kw["num_heads"]), query.shape[0]
+        qk.dims[2] = block_table.shape[1] * key_cache.shape[1]
+    return descs
+
+
+def _execute(plan, arrays, out_arr, qk_array, framework, device, stream):
+    q = arrays[0]
+    keep_alive = []  # placeholders and the workspace live until the launches are queued
+
+    def address(arr):
+        # a zero-element tensor may have address 0, which the library reads as "absent"
+        if arr.ptr or arr.size:
+            return arr.ptr
+        placeholder = _arrays.empty(q, (C.PA_WORKSPACE_ALIGNMENT,), C.PA_DTYPE_UINT8)
+        keep_alive.append(placeholder)
+        return _arrays.wrap("placeholder", placeholder).ptr
+
+    in_ptrs = C.InputPtrs(*[None if a is None else address(a) for a in arrays])
+    out_ptrs = C.OutputPtrs()
+    out_ptrs[C.PA_OUT_OUTPUT] = address(out_arr)
+    if qk_array is not None:
+        out_ptrs[C.PA_OUT_QK] = address(qk_array)
+    lib = C.library()
+    if not q.is_cuda:
+        _check(lib.pa_execute_reference(plan.handle, in_ptrs, out_ptrs))
+        return
+    with _device_context(framework, device):
+        workspace_ptr, workspace_bytes = None, plan.workspace_size
+        if workspace_bytes:
+            align = C.PA_WORKSPACE_ALIGNMENT
+            workspace = _arrays.empty(q, (workspace_bytes + align,), C.PA_DTYPE_UINT8)
+            keep_alive.append(workspace)
+            base = _arrays.wrap("workspace", workspace).ptr
+            workspace_ptr = (base + align - 1) // align * align
+        _check(lib.pa_execute(plan.handle, in_ptrs, out_ptrs, workspace_ptr, workspace_bytes,
+                              _stream_handle(stream, framework, device)))
+
+
 def paged_attention(query, key, value, key_cache, value_cache, cumulative_sequence_length,
                     past_seqlens, block_table, cos_cache=None, sin_cache=None, slot_mapping=None,
                     head_sink=None, q_norm_weight=None, k_norm_weight=None, k_scale=None,
@@ -182,41 +276,21 @@ def paged_attention(query, key, value, key_cache, value_cache, cumulative_sequen
     if backend not in C.BACKENDS:
         raise _argument_error("backend: expected one of %s, got %r"
                               % (", ".join(C.BACKENDS), backend))
+    if query is None or key_cache is None:
+        raise _argument_error("%s: required" % ("query" if query is None else "key_cache"))
     tensors = (query, key, value, key_cache, value_cache, cumulative_sequence_length,
                past_seqlens, block_table, cos_cache, sin_cache, slot_mapping, head_sink,
                q_norm_weight, k_norm_weight, k_scale, v_scale, None, query_positions,
                attention_bias)
-    if query is None or key_cache is None:
-        raise _argument_error("%s: required" % ("query" if query is None else "key_cache"))
-    try:
-        arrays = [None if t is None else _arrays.wrap(C.INPUT_NAMES[i], t)
-                  for i, t in enumerate(tensors)]
-        qk_array = None if output_qk is None else _arrays.wrap("output_qk", output_qk)
-    except _arrays.ArgumentError as e:
-        raise _argument_error(str(e)) from None
-    for name, arr in (*zip(C.INPUT_NAMES, arrays), ("output_qk", qk_array)):
-        if arr is not None and arr.is_cuda != arrays[0].is_cuda:
-            raise _argument_error("%s: on %s, but query is on %s" % (
-                name, "a CUDA device" if arr.is_cuda else "the host",
-                "a CUDA device" if arrays[0].is_cuda else "the host"))
-        if arr is not None and arr.is_cuda and -1 not in (arr.device, arrays[0].device) \
-                and arr.device != arrays[0].device:
-            raise _argument_error("%s: on CUDA device %d, but query is on device %d"
-                                  % (name, arr.device, arrays[0].device))
-    for idx, cache_dtype in ((C.PA_IN_KEY_CACHE, k_cache_dtype), (C.PA_IN_VALUE_CACHE, v_cache_dtype)):
-        # numpy without ml_dtypes and cupy have no float8: their uint8 bytes stand in for it
-        if arrays[idx] is not None and arrays[idx].dtype == C.PA_DTYPE_UINT8 \
-                and cache_dtype == "float8e4m3fn":
-            arrays[idx].dtype = C.PA_DTYPE_FLOAT8_E4M3FN
-
+    arrays, qk_array = _wrap_arrays(tensors, output_qk, k_cache_dtype, v_cache_dtype)
+    metadata = _metadata_values(attention_metadata)
     q = arrays[0]
-    on_cuda = q.is_cuda
-    framework = _arrays.cuda_framework(q) if on_cuda else None
-    if on_cuda and backend == "reference":
-        raise _argument_error("backend: \"reference\" runs on host arrays; pass host copies "
-                              "(numpy or CPU torch) to run the reference executor")
+    framework = _arrays.cuda_framework(q) if q.is_cuda else None
     device = C.PA_DEVICE_HOST
-    if on_cuda:
+    if q.is_cuda:
+        if backend == "reference":
+            raise _argument_error("backend: \"reference\" runs on host arrays; pass host copies "
+                                  "(numpy or CPU torch) to run the reference executor")
         device = next((a.device for a in arrays + [qk_array] if a is not None and a.device >= 0),
                       -1)
         if device < 0:
@@ -226,38 +300,14 @@ def paged_attention(query, key, value, key_cache, value_cache, cumulative_sequen
     for i, arr in enumerate(arrays):
         if arr is not None:
             _describe(in_descs[i], arr)
-    metadata = None
     options = C.PlanOptions()
     C.library().pa_plan_options_init(ctypes.byref(options))
-    if attention_metadata is not None:
-        if hasattr(attention_metadata, "__cuda_array_interface__") or getattr(
-                getattr(attention_metadata, "device", None), "type", "cpu") != "cpu":
-            raise _argument_error("attention_metadata: expected two host ints, got a device array")
-        metadata = tuple(int(v) for v in attention_metadata)
-        if len(metadata) != 2:
-            raise _argument_error("attention_metadata: expected 2 values, got %d" % len(metadata))
-        meta_desc = in_descs[C.PA_IN_ATTENTION_METADATA]
-        meta_desc.dtype, meta_desc.rank, meta_desc.dims[0] = C.PA_DTYPE_INT32, 1, 2
+    options.device, options.backend = device, C.BACKENDS[backend]
+    if metadata is not None:
+        meta = in_descs[C.PA_IN_ATTENTION_METADATA]
+        meta.dtype, meta.rank, meta.dims[0] = C.PA_DTYPE_INT32, 1, 2
         options.attention_metadata = (ctypes.c_int32 * 2)(*metadata)
-    options.device = device
-    options.backend = C.BACKENDS[backend]
-
-    out_shape = _output_shape(q, arrays[1], kw)
-    out_descs = C.OutputDescs()
-    out_descs[C.PA_OUT_OUTPUT].dtype = q.dtype
-    out_descs[C.PA_OUT_OUTPUT].rank = 2
-    out_descs[C.PA_OUT_OUTPUT].dims[0], out_descs[C.PA_OUT_OUTPUT].dims[1] = out_shape
-    if int(qk_output) != 0 and qk_array is None:
-        if len(arrays[7].shape if arrays[7] else ()) != 2 or len(arrays[3].shape) != 4:
-            raise _argument_error("output_qk: cannot size it: block_table must be rank 2 and "
-                                  "key_cache rank 4")
-        qk_shape = (int(num_heads), q.shape[0], arrays[7].shape[1] * arrays[3].shape[1])
-        out_descs[C.PA_OUT_QK].dtype, out_descs[C.PA_OUT_QK].rank = C.PA_DTYPE_FLOAT32, 3
-        for i, d in enumerate(qk_shape):
-            out_descs[C.PA_OUT_QK].dims[i] = d
-    elif qk_array is not None:
-        _describe(out_descs[C.PA_OUT_QK], qk_array)
-
+    out_descs = _output_descs(arrays, qk_array, kw)
     attrs = _attributes(kw)
     key = (tuple(getattr(attrs, f) for f, _ in C.Attributes._fields_),
            tuple((d.dtype, d.rank, tuple(d.dims)) for d in in_descs),
@@ -265,43 +315,13 @@ def paged_attention(query, key, value, key_cache, value_cache, cumulative_sequen
            device, backend, metadata)
     plan = _cached_plan(key, attrs, in_descs, out_descs, options)
 
-    output = _arrays.empty(q, out_shape, q.dtype)
-    out_arr = _arrays.wrap("output", output)
+    out_desc = out_descs[C.PA_OUT_OUTPUT]
+    output = _arrays.empty(q, tuple(out_desc.dims[:2]), q.dtype)
     if int(qk_output) != 0 and qk_array is None:
-        qk_dims = tuple(out_descs[C.PA_OUT_QK].dims[:3])
-        output_qk = _arrays.empty(q, qk_dims, C.PA_DTYPE_FLOAT32)
+        output_qk = _arrays.empty(q, tuple(out_descs[C.PA_OUT_QK].dims[:3]), C.PA_DTYPE_FLOAT32)
         qk_array = _arrays.wrap("output_qk", output_qk)
-
-    keep_alive = []
-
-    def address(arr):
-        # a zero-element tensor may have address 0, which the library reads as "absent"
-        if arr.ptr or arr.size:
-            return arr.ptr
-        placeholder = _arrays.empty(q, (C.PA_WORKSPACE_ALIGNMENT,), C.PA_DTYPE_UINT8)
-        keep_alive.append(placeholder)
-        return _arrays.wrap("placeholder", placeholder).ptr
-
-    in_ptrs = C.InputPtrs(*[None if a is None else address(a) for a in arrays])
-    out_ptrs = C.OutputPtrs()
-    out_ptrs[C.PA_OUT_OUTPUT] = address(out_arr)
-    if qk_array is not None and int(qk_output) != 0:
-        out_ptrs[C.PA_OUT_QK] = address(qk_array)
-
-    lib = C.library()
-    if not on_cuda:
-        _check(lib.pa_execute_reference(plan.handle, in_ptrs, out_ptrs))
-    else:
-        with _device_context(framework, device):
-            workspace_ptr, workspace_bytes = None, plan.workspace_size
-            if workspace_bytes:
-                align = C.PA_WORKSPACE_ALIGNMENT
-                workspace = _arrays.empty(q, (workspace_bytes + align,), C.PA_DTYPE_UINT8)
-                keep_alive.append(workspace)
-                base = _arrays.wrap("workspace", workspace).ptr
-                workspace_ptr = (base + align - 1) // align * align
-            _check(lib.pa_execute(plan.handle, in_ptrs, out_ptrs, workspace_ptr, workspace_bytes,
-                                  _stream_handle(stream, framework, device)))
+    _execute(plan, arrays, _arrays.wrap("output", output),
+             qk_array if int(qk_output) != 0 else None, framework, device, stream)
     if int(qk_output) != 0:
         return output, qk_array.obj
     return output
