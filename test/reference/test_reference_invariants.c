@@ -447,9 +447,121 @@ static void gpu_plan_equals_host_plan(void **state) {
   pa_case_free(&gpu);
 }
 
+/* The prefix-cache case: tokens whose slot is -1 attend to whatever the cache holds at their
+ * positions. With the cache already holding what the tokens would write, slot -1 == writing. */
+static void skipped_slots_read_the_cached_prefix(void **state) {
+  (void)state;
+  pa_case_config cfg;
+  batch_config(&cfg);
+  cfg.cache_dtype = PA_DTYPE_INT8;
+  cfg.attrs.k_quant_type = PA_QUANT_PER_CHANNEL;
+  cfg.attrs.v_quant_type = PA_QUANT_PER_CHANNEL;
+  pa_case writing, cached;
+  build(&writing, &cfg);
+  int32_t slots[11];
+  for (int i = 0; i < 11; i++) slots[i] = -1;
+  cfg.slots = PA_CASE_SLOTS_EXPLICIT;
+  cfg.slot_mapping = slots;
+  build(&cached, &cfg);
+  run(&writing);
+  for (int input = PA_IN_KEY_CACHE; input <= PA_IN_VALUE_CACHE; input++)
+    memcpy(cached.inputs[input], writing.inputs[input], writing.inputs_bytes[input]);
+  run(&cached);
+  expect_outputs_close(&writing, &cached, 0.0, "cached prefix vs writing");
+  pa_case_free(&writing);
+  pa_case_free(&cached);
+}
+
+/* Chunked prefill: a prompt in one step == the same prompt in two steps (the second one reading the
+ * first one's keys from the cache), for the tokens of the second chunk. Rotary, int8 cache. */
+static void chunked_prefill_equals_one_step(void **state) {
+  (void)state;
+  enum { PROMPT = 13, FIRST = 8 };
+  static const int32_t zero = 0, first = FIRST, second = PROMPT - FIRST, whole = PROMPT;
+  pa_case_config cfg;
+  batch_config(&cfg);
+  cfg.batch_size = 1;
+  cfg.blocks_per_seq = 2;
+  cfg.cache_dtype = PA_DTYPE_INT8;
+  cfg.attrs.k_quant_type = PA_QUANT_PER_CHANNEL;
+  cfg.attrs.v_quant_type = PA_QUANT_PER_TENSOR;
+  cfg.past_lens = &zero;
+  cfg.q_lens = &whole;
+  pa_case one_step;
+  build(&one_step, &cfg);
+  run(&one_step);
+  /* the chunked run: its own cache, same canaries (same seed and shapes) */
+  cfg.q_lens = &first;
+  pa_case chunk;
+  build(&chunk, &cfg);
+  void *caches[2];
+  for (int i = 0; i < 2; i++) {
+    caches[i] = malloc(chunk.inputs_bytes[PA_IN_KEY_CACHE + i]);
+    memcpy(caches[i], chunk.inputs[PA_IN_KEY_CACHE + i], chunk.inputs_bytes[PA_IN_KEY_CACHE + i]);
+  }
+  pa_case_free(&chunk);
+  cfg.key_cache = caches[0];
+  cfg.value_cache = caches[1];
+  int32_t offset = 0;
+  for (int step = 0; step < 2; step++) {
+    cfg.past_lens = step == 0 ? &zero : &first;
+    cfg.q_lens = step == 0 ? &first : &second;
+    build(&chunk, &cfg);
+    for (int input = PA_IN_QUERY; input <= PA_IN_VALUE; input++) {
+      int64_t width = chunk.inputs_desc[input].dims[1];
+      for (int64_t i = 0; i < chunk.token_count * width; i++)
+        set_input(&chunk, input, i, pa_case_input(&one_step, input, offset * width + i));
+    }
+    run(&chunk);
+    for (int64_t t = 0; t < chunk.token_count; t++)
+      for (int32_t h = 0; h < cfg.attrs.num_heads; h++)
+        for (int32_t ch = 0; ch < cfg.head_size; ch++)
+          expect_close(pa_case_output(&chunk, t, h, ch), pa_case_output(&one_step, offset + t, h, ch),
+                       0.0, "chunk %d token %" PRId64 " head %d ch %d", step, t, h, ch);
+    offset += (int32_t)chunk.token_count;
+    pa_case_free(&chunk);
+  }
+  for (int i = 0; i < 2; i++) {
+    assert_memory_equal(caches[i], one_step.inputs[PA_IN_KEY_CACHE + i],
+                        one_step.inputs_bytes[PA_IN_KEY_CACHE + i]);
+    free(caches[i]);
+  }
+  pa_case_free(&one_step);
+}
+
+/* A decode batch of 300 sequences of varied lengths (zero-token sequences among them): identity ==
+ * shuffled block table. */
+static void large_batch_contiguous_equals_shuffled(void **state) {
+  (void)state;
+  enum { B = 300 };
+  int32_t q_lens[B], past[B];
+  uint64_t s = test_seed();
+  for (int b = 0; b < B; b++) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    past[b] = (int32_t)((s >> 33) % 50);
+    q_lens[b] = b % 7 == 3 ? 0 : 1;
+  }
+  pa_case_config cfg;
+  batch_config(&cfg);
+  cfg.batch_size = B;
+  cfg.q_lens = q_lens;
+  cfg.past_lens = past;
+  pa_case contiguous, shuffled;
+  build(&contiguous, &cfg);
+  cfg.block_order = PA_CASE_BLOCKS_SHUFFLED;
+  build(&shuffled, &cfg);
+  run(&contiguous);
+  run(&shuffled);
+  expect_outputs_close(&contiguous, &shuffled, 0.0, "batch 300: contiguous vs shuffled");
+  expect_same_logical_cache(&contiguous, &shuffled, "batch 300: contiguous vs shuffled");
+  pa_case_free(&contiguous);
+  pa_case_free(&shuffled);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(paged_equals_contiguous_equals_shuffled),
+      cmocka_unit_test(large_batch_contiguous_equals_shuffled),
       cmocka_unit_test(explicit_slots_equal_derived),
       cmocka_unit_test(skipped_slots_leave_cache_identical),
       cmocka_unit_test(window_covering_context_equals_no_window),
@@ -458,6 +570,8 @@ int main(void) {
       cmocka_unit_test(absorbed_mla_equals_non_absorbed),
       cmocka_unit_test(default_query_positions_equal_absent),
       cmocka_unit_test(gpu_plan_equals_host_plan),
+      cmocka_unit_test(skipped_slots_read_the_cached_prefix),
+      cmocka_unit_test(chunked_prefill_equals_one_step),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
