@@ -22,13 +22,13 @@
 
 #include "pagedattn/pagedattn.h"
 
-#define CHECK_CUDA(call)                                                                        \
-  do {                                                                                          \
-    cudaError_t err_ = (call);                                                                  \
-    if (err_ != cudaSuccess) {                                                                  \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_));  \
-      exit(2);                                                                                  \
-    }                                                                                           \
+#define CHECK_CUDA(call)                                                                       \
+  do {                                                                                         \
+    cudaError_t err_ = (call);                                                                 \
+    if (err_ != cudaSuccess) {                                                                 \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_)); \
+      exit(2);                                                                                 \
+    }                                                                                          \
   } while (0)
 
 namespace {
@@ -48,11 +48,16 @@ struct config {
 
 const char *dtype_name(pa_dtype t) {
   switch (t) {
-  case PA_DTYPE_FLOAT16: return "fp16";
-  case PA_DTYPE_BFLOAT16: return "bf16";
-  case PA_DTYPE_INT8: return "int8";
-  case PA_DTYPE_FLOAT8_E4M3FN: return "fp8";
-  default: return "?";
+    case PA_DTYPE_FLOAT16:
+      return "fp16";
+    case PA_DTYPE_BFLOAT16:
+      return "bf16";
+    case PA_DTYPE_INT8:
+      return "int8";
+    case PA_DTYPE_FLOAT8_E4M3FN:
+      return "fp8";
+    default:
+      return "?";
   }
 }
 
@@ -102,7 +107,9 @@ void fill(void *dst, int64_t count, pa_dtype t, float amp, uint64_t seed) {
 
 float half_bits_to_float(uint16_t h) {
   int sign = h >> 15, exp = (h >> 10) & 31, mant = h & 1023;
-  float v = exp == 0 ? ldexpf((float)mant, -24) : exp == 31 ? INFINITY : ldexpf((float)(mant | 1024), exp - 25);
+  float v = exp == 0    ? ldexpf((float)mant, -24)
+            : exp == 31 ? INFINITY
+                        : ldexpf((float)(mant | 1024), exp - 25);
   return sign ? -v : v;
 }
 float bf16_bits_to_float(uint16_t b) {
@@ -118,10 +125,14 @@ float fp8_bits_to_float(uint8_t b) {
 }
 float element_to_float(const void *base, int64_t i, pa_dtype t) {
   switch (t) {
-  case PA_DTYPE_FLOAT16: return half_bits_to_float(static_cast<const uint16_t *>(base)[i]);
-  case PA_DTYPE_BFLOAT16: return bf16_bits_to_float(static_cast<const uint16_t *>(base)[i]);
-  case PA_DTYPE_INT8: return (float)static_cast<const int8_t *>(base)[i];
-  default: return fp8_bits_to_float(static_cast<const uint8_t *>(base)[i]);
+    case PA_DTYPE_FLOAT16:
+      return half_bits_to_float(static_cast<const uint16_t *>(base)[i]);
+    case PA_DTYPE_BFLOAT16:
+      return bf16_bits_to_float(static_cast<const uint16_t *>(base)[i]);
+    case PA_DTYPE_INT8:
+      return (float)static_cast<const int8_t *>(base)[i];
+    default:
+      return fp8_bits_to_float(static_cast<const uint8_t *>(base)[i]);
   }
 }
 
@@ -140,7 +151,8 @@ struct device_problem {
   double kv_bytes;  // K + V bytes one step must read
 };
 
-pa_tensor_desc desc(pa_dtype t, int rank, int64_t d0, int64_t d1 = 0, int64_t d2 = 0, int64_t d3 = 0) {
+pa_tensor_desc desc(pa_dtype t, int rank, int64_t d0, int64_t d1 = 0, int64_t d2 = 0,
+                    int64_t d3 = 0) {
   pa_tensor_desc d;
   d.dtype = t;
   d.rank = rank;
@@ -240,7 +252,8 @@ pa_plan *make_plan(const device_problem &p, const int32_t metadata[2]) {
   pa_attributes_init(&attrs);
   attrs.num_heads = p.cfg.s.heads;
   attrs.kv_num_heads = p.cfg.s.kv_heads;
-  if (p.cfg.cache_dtype != p.cfg.dtype) attrs.k_quant_type = attrs.v_quant_type = PA_QUANT_PER_TENSOR;
+  if (p.cfg.cache_dtype != p.cfg.dtype)
+    attrs.k_quant_type = attrs.v_quant_type = PA_QUANT_PER_TENSOR;
   pa_plan_options options;
   pa_plan_options_init(&options);
   options.backend = PA_BACKEND_DECODE;
@@ -257,7 +270,8 @@ pa_plan *make_plan(const device_problem &p, const int32_t metadata[2]) {
 }
 
 // The (sequence b, kv_head) rows of one cache, gathered page by page into [key][channel].
-std::vector<unsigned char> download_rows(const device_problem &p, const void *cache, int b, int kv_head) {
+std::vector<unsigned char> download_rows(const device_problem &p, const void *cache, int b,
+                                         int kv_head) {
   const shape &s = p.cfg.s;
   const int bs = p.cfg.block_size, L = s.kv_lens[(size_t)b];
   const size_t row_bytes = (size_t)s.head_size * pa_dtype_size(p.cfg.cache_dtype);
@@ -281,7 +295,8 @@ double oracle_max_rel_error(const device_problem &p, int b, int h) {
   const pa_dtype t = p.cfg.dtype, ct = p.cfg.cache_dtype;
   const size_t tsize = pa_dtype_size(t);
   std::vector<unsigned char> q((size_t)D * tsize), out((size_t)D * tsize);
-  CHECK_CUDA(cudaMemcpy(q.data(), (char *)p.dev[PA_IN_QUERY] + ((size_t)b * s.heads + h) * D * tsize,
+  CHECK_CUDA(cudaMemcpy(q.data(),
+                        (char *)p.dev[PA_IN_QUERY] + ((size_t)b * s.heads + h) * D * tsize,
                         q.size(), cudaMemcpyDeviceToHost));
   CHECK_CUDA(cudaMemcpy(out.data(), (char *)p.output + ((size_t)b * s.heads + h) * D * tsize,
                         out.size(), cudaMemcpyDeviceToHost));
@@ -295,7 +310,8 @@ double oracle_max_rel_error(const device_problem &p, int b, int h) {
   for (int k = 0; k < L; k++) {
     double dot = 0;
     for (int c = 0; c < D; c++)
-      dot += element_to_float(q.data(), c, t) * element_to_float(keys.data(), (int64_t)k * D + c, ct) * ks;
+      dot += element_to_float(q.data(), c, t) *
+             element_to_float(keys.data(), (int64_t)k * D + c, ct) * ks;
     scores[(size_t)k] = scale * dot;
     m = std::max(m, scores[(size_t)k]);
   }
@@ -334,8 +350,10 @@ double time_execute(const pa_plan *plan, const device_problem &p, void *workspac
     CHECK_CUDA(cudaGraphDestroy(g));
   }
   auto step = [&]() {
-    if (graph) CHECK_CUDA(cudaGraphLaunch(exec, stream));
-    else pa_execute(plan, p.dev, outputs, workspace, ws, stream);
+    if (graph)
+      CHECK_CUDA(cudaGraphLaunch(exec, stream));
+    else
+      pa_execute(plan, p.dev, outputs, workspace, ws, stream);
   };
   for (int i = 0; i < 10; i++) step();
   cudaEvent_t start, stop;
@@ -420,7 +438,8 @@ int bench_one(const config &cfg, double copy, cudaStream_t stream, uint64_t seed
   for (int i = 0; i < 2 && st == PA_SUCCESS; i++)
     for (int j = 0; j < 2; j++)
       err = std::max(err, oracle_max_rel_error(p, sample_tokens[i], sample_heads[j]));
-  const double tolerance = cfg.dtype == PA_DTYPE_FLOAT16 && cfg.cache_dtype == cfg.dtype ? 5e-3 : 2e-2;
+  const double tolerance =
+      cfg.dtype == PA_DTYPE_FLOAT16 && cfg.cache_dtype == cfg.dtype ? 5e-3 : 2e-2;
   const bool ok = st == PA_SUCCESS && err <= tolerance;
 
   const double us = time_execute(plan, p, workspace, ws, stream, 100, false);
@@ -431,8 +450,8 @@ int bench_one(const config &cfg, double copy, cudaStream_t stream, uint64_t seed
   if (graph) {
     const double graph_us = time_execute(plan, p, workspace, ws, stream, 1000, true);
     printf("%-28s block %3d %-4s cache %-4s: %9.2f us per step in a CUDA graph (eager %.2f us)\n",
-           cfg.s.label, cfg.block_size, dtype_name(cfg.dtype), dtype_name(cfg.cache_dtype), graph_us,
-           us);
+           cfg.s.label, cfg.block_size, dtype_name(cfg.dtype), dtype_name(cfg.cache_dtype),
+           graph_us, us);
   }
   fflush(stdout);
   cudaFree(workspace);
@@ -450,8 +469,10 @@ shape uniform(const char *label, int heads, int kv_heads, int head_size, int bat
 int main(int argc, char **argv) {
   bool quick = false, graph_only = false;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--quick")) quick = true;
-    else if (!strcmp(argv[i], "--graph")) graph_only = true;
+    if (!strcmp(argv[i], "--quick"))
+      quick = true;
+    else if (!strcmp(argv[i], "--graph"))
+      graph_only = true;
     else {
       fprintf(stderr, "usage: %s [--quick] [--graph]\n", argv[0]);
       return 2;
@@ -488,10 +509,12 @@ int main(int argc, char **argv) {
   uint64_t seed = 1234;
   const shape latency = uniform("32/8 d128 1x1k", 32, 8, 128, 1, 1024);
   if (!graph_only) {
-    const std::vector<int> block_sizes = quick ? std::vector<int>{16, 64} : std::vector<int>{16, 32, 64};
+    const std::vector<int> block_sizes =
+        quick ? std::vector<int>{16, 64} : std::vector<int>{16, 32, 64};
     for (const shape &s : shapes)
       for (int bs : block_sizes)
-        failures += bench_one({s, bs, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16}, copy, stream, seed++, false);
+        failures +=
+            bench_one({s, bs, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16}, copy, stream, seed++, false);
     // cache types on the first rows: fp16, int8, fp8 (target: 8-bit >= 1.8x the bf16 speed)
     const size_t typed_rows = quick ? 1 : 4;
     for (size_t i = 0; i < typed_rows; i++)
@@ -500,7 +523,8 @@ int main(int argc, char **argv) {
         failures += bench_one({shapes[i], 16, t, cache}, copy, stream, seed++, false);
       }
   }
-  failures += bench_one({latency, 16, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16}, copy, stream, seed++, true);
+  failures +=
+      bench_one({latency, 16, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16}, copy, stream, seed++, true);
   CHECK_CUDA(cudaStreamDestroy(stream));
   if (failures) printf("%d configuration(s) FAILED the correctness check\n", failures);
   return failures ? 1 : 0;

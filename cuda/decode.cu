@@ -86,23 +86,30 @@ size_t align_up(size_t x) {
 }
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-template <typename T, typename C> decode_variant variant_of(int head_size) {
+template <typename T, typename C>
+decode_variant variant_of(int head_size) {
   if (head_size <= 128) return {decode_set_smem<T, C, 128>, decode_launch<T, C, 128>};
   return {decode_set_smem<T, C, 256>, decode_launch<T, C, 256>};
 }
 
-template <typename T> bool variant_for_cache(pa_dtype cache, int head_size, decode_variant *v) {
-  if (cache == dtype_of<T>::value) *v = variant_of<T, T>(head_size);
-  else if (cache == PA_DTYPE_INT8) *v = variant_of<T, int8_t>(head_size);
+template <typename T>
+bool variant_for_cache(pa_dtype cache, int head_size, decode_variant *v) {
+  if (cache == dtype_of<T>::value)
+    *v = variant_of<T, T>(head_size);
+  else if (cache == PA_DTYPE_INT8)
+    *v = variant_of<T, int8_t>(head_size);
 #if PA_FP8_KV_CACHE
-  else if (cache == PA_DTYPE_FLOAT8_E4M3FN) *v = variant_of<T, fp8_e4m3>(head_size);
+  else if (cache == PA_DTYPE_FLOAT8_E4M3FN)
+    *v = variant_of<T, fp8_e4m3>(head_size);
 #endif
-  else return false;
+  else
+    return false;
   return true;
 }
 
 bool variant_for(const pa__problem *p, decode_variant *v) {
-  if (p->dtype == PA_DTYPE_FLOAT16) return variant_for_cache<__half>(p->k_cache_dtype, p->head_size, v);
+  if (p->dtype == PA_DTYPE_FLOAT16)
+    return variant_for_cache<__half>(p->k_cache_dtype, p->head_size, v);
   if (p->dtype == PA_DTYPE_BFLOAT16)
     return variant_for_cache<__nv_bfloat16>(p->k_cache_dtype, p->head_size, v);
   return false;
@@ -122,27 +129,31 @@ int smem_bytes_of(const pa__problem *p) {
   return decode_smem_bytes(p->head_size, (int)pa_dtype_size(p->k_cache_dtype));
 }
 
-pa_status decode_check(const pa__problem *p, const pa_device_caps *caps, char *why, size_t why_size) {
+pa_status decode_check(const pa__problem *p, const pa_device_caps *caps, char *why,
+                       size_t why_size) {
   if (p->input_mode == PA__MODE_LATENT) return unsupported(why, why_size, "LATENT");
   if (p->has_bias) return unsupported(why, why_size, "attention_bias");
   if (p->qk_output) return unsupported(why, why_size, "output_qk");
   if (p->head_size % 16 != 0 || p->head_size > 256)
-    return unsupported(why, why_size, "head_size %d (needs a multiple of 16 up to 256)", p->head_size);
+    return unsupported(why, why_size, "head_size %d (needs a multiple of 16 up to 256)",
+                       p->head_size);
   if (p->v_head_size != p->head_size)
     return unsupported(why, why_size, "v_head_size %d", p->v_head_size);
   decode_variant v;
   if (!variant_for(p, &v))
-    return unsupported(why, why_size, "key_cache dtype %s", pa_dtype_size(p->k_cache_dtype) == 1
-                                                                 ? "float8e4m3fn (not built)"
-                                                                 : "other than T, int8, float8e4m3fn");
+    return unsupported(why, why_size, "key_cache dtype %s",
+                       pa_dtype_size(p->k_cache_dtype) == 1 ? "float8e4m3fn (not built)"
+                                                            : "other than T, int8, float8e4m3fn");
   if (p->v_cache_dtype != p->k_cache_dtype)
     return unsupported(why, why_size, "value_cache dtype different from key_cache's");
   if (caps->compute_capability_major < 8)
     return unsupported(why, why_size, "compute capability %d.%d (needs 8.0 or newer)",
                        caps->compute_capability_major, caps->compute_capability_minor);
   if (smem_bytes_of(p) > caps->max_shared_memory_per_block_optin)
-    return unsupported(why, why_size, "head_size %d (needs %d bytes of shared memory per block, the "
-                       "device allows %lld)", p->head_size, smem_bytes_of(p),
+    return unsupported(why, why_size,
+                       "head_size %d (needs %d bytes of shared memory per block, the "
+                       "device allows %lld)",
+                       p->head_size, smem_bytes_of(p),
                        (long long)caps->max_shared_memory_per_block_optin);
   if (p->token_count * p->kv_num_heads * ceil_div(p->group_size, kDecodeHeadsPerCta) > INT32_MAX)
     return unsupported(why, why_size, "token_count %lld with %d KV heads (grid too large)",
@@ -154,7 +165,8 @@ pa_status decode_check(const pa__problem *p, const pa_device_caps *caps, char *w
 // more than the per-block opt-in limit, and reserves 1 KB per CTA); registers allow 4.
 int64_t ctas_per_sm_of(const pa_device_caps *caps, int smem_bytes) {
   return std::max<int64_t>(
-      1, std::min<int64_t>(4, (caps->max_shared_memory_per_block_optin + 1024) / (smem_bytes + 1024)));
+      1,
+      std::min<int64_t>(4, (caps->max_shared_memory_per_block_optin + 1024) / (smem_bytes + 1024)));
 }
 
 // The split size depends only on static shapes and the device, never on attention_metadata, so the
@@ -194,8 +206,8 @@ pa_status decode_plan(pa_plan *plan, int setup_device, size_t *backend_bytes) {
   if (s->work_list) {
     const int64_t resident = (int64_t)std::max(1, plan->caps.multiprocessor_count) *
                              ctas_per_sm_of(&plan->caps, s->smem_bytes);
-    const int64_t persistent = std::min<int64_t>(std::min<int64_t>(items, 65535),
-                                                 std::max<int64_t>(1, ceil_div(resident, cta_heads)));
+    const int64_t persistent = std::min<int64_t>(
+        std::min<int64_t>(items, 65535), std::max<int64_t>(1, ceil_div(resident, cta_heads)));
     s->grid = dim3((unsigned)cta_heads, (unsigned)persistent);
   } else {
     s->grid = dim3((unsigned)(p->token_count * cta_heads), (unsigned)s->num_split_slots);
@@ -205,9 +217,10 @@ pa_status decode_plan(pa_plan *plan, int setup_device, size_t *backend_bytes) {
     const size_t item_heads = (size_t)items * p->num_heads;
     s->partial_ml_offset = align_up(item_heads * p->head_size * sizeof(float));
     s->item_begin_offset = align_up(s->partial_ml_offset + item_heads * sizeof(float2));
-    s->work_items_offset = align_up(s->item_begin_offset + ((size_t)p->token_count + 1) * sizeof(int32_t));
-    *backend_bytes = s->work_list ? s->work_items_offset + (size_t)items * sizeof(int2)
-                                  : s->item_begin_offset;
+    s->work_items_offset =
+        align_up(s->item_begin_offset + ((size_t)p->token_count + 1) * sizeof(int32_t));
+    *backend_bytes =
+        s->work_list ? s->work_items_offset + (size_t)items * sizeof(int2) : s->item_begin_offset;
   }
   if (setup_device) {
     cudaError_t err = s->variant.set_smem(s->smem_bytes);
@@ -222,7 +235,9 @@ pa_status decode_plan(pa_plan *plan, int setup_device, size_t *backend_bytes) {
             "split, %d split slots%s\n",
             s->grid.x, s->grid.y, kDecodeThreads, s->smem_bytes, s->tiles_per_split,
             kDecodeTileKeys, s->num_split_slots,
-            s->work_list ? ", device work list + merge" : s->num_split_slots > 1 ? " + merge" : "");
+            s->work_list             ? ", device work list + merge"
+            : s->num_split_slots > 1 ? " + merge"
+                                     : "");
   return PA_SUCCESS;
 }
 

@@ -2,18 +2,18 @@
 //
 // A CTA works on (query token, KV head, chunk of up to 16 query heads of its group, split); the KV
 // heads of a token are neighbours in launch order, so concurrent CTAs read neighbouring bytes of a
-// page. The CTA holds every query head of the chunk on the M dimension of mma.sync m16n8k16, so each KV tile is
-// read from memory once per group. Tiles are 64 keys whatever the page size: each row's address
-// comes from the block table (kv_access.cuh), and 16-byte cp.async loads fill a 3-stage ring.
-// Each of the 4 warps owns 16 keys of every tile and runs its own online softmax over them; the
-// warps are merged once at the end. The key range of a token is window-clamped ([lo, hi) below) and
-// cut into splits of tiles_per_split tiles (fixed at plan time from static shapes only, so results do
-// not depend on attention_metadata); each split writes unnormalized fp32 partial outputs with their
-// running max and sum, and decode_merge_kernel combines them. With one split slot the CTA writes
-// the output directly (same finalization, bitwise equal). With several tokens and split slots,
-// decode_schedule_kernel (decode.cu) first lists the non-empty splits on device and a persistent grid
-// walks that list, so a loose bound or a skewed batch (one long sequence among short ones) launches
-// no empty CTAs.
+// page. The CTA holds every query head of the chunk on the M dimension of mma.sync m16n8k16, so
+// each KV tile is read from memory once per group. Tiles are 64 keys whatever the page size: each
+// row's address comes from the block table (kv_access.cuh), and 16-byte cp.async loads fill a
+// 3-stage ring. Each of the 4 warps owns 16 keys of every tile and runs its own online softmax over
+// them; the warps are merged once at the end. The key range of a token is window-clamped ([lo, hi)
+// below) and cut into splits of tiles_per_split tiles (fixed at plan time from static shapes only,
+// so results do not depend on attention_metadata); each split writes unnormalized fp32 partial
+// outputs with their running max and sum, and decode_merge_kernel combines them. With one split
+// slot the CTA writes the output directly (same finalization, bitwise equal). With several tokens
+// and split slots, decode_schedule_kernel (decode.cu) first lists the non-empty splits on device
+// and a persistent grid walks that list, so a loose bound or a skewed batch (one long sequence
+// among short ones) launches no empty CTAs.
 //
 // Quantized caches: raw codes are exact in T, so the MMAs run on codes; a per-tensor k_scale goes
 // into the score scale, a per-channel one into Q (rounded to T once), v_scale into the output.
@@ -45,18 +45,18 @@ struct decode_params {
   const void *k_cache, *v_cache;
   paged_kv_layout kv;
   const int32_t *cu_seqlens, *past_seqlens, *block_table, *query_positions;  // positions: or NULL
-  const void *head_sink;                                                      // or NULL
+  const void *head_sink;                                                     // or NULL
   const float *k_scale, *v_scale;
   pa_quant_type k_quant, v_quant;
   void *output;
   // Partial results per work item (a non-empty split of a token): item = token * num_split_slots +
   // split on the static grid, or its index in work_items.
-  float *partial_out;   // [item][head][head_size], unnormalized
-  float2 *partial_ml;   // [item][head]: (running max in log2 units, sum)
+  float *partial_out;  // [item][head][head_size], unnormalized
+  float2 *partial_ml;  // [item][head]: (running max in log2 units, sum)
   // Work list (decode_schedule_kernel): the non-empty splits of every token, token-major, so the
   // persistent grid never visits an empty split; NULL = one CTA per (token, split slot).
-  int2 *work_items;      // (token, split)
-  int32_t *item_begin;   // [token_count + 1]: first item of each token; [token_count] = the total
+  int2 *work_items;     // (token, split)
+  int32_t *item_begin;  // [token_count + 1]: first item of each token; [token_count] = the total
   int64_t token_count;
   int32_t batch_size, num_heads, group_size;
   int32_t head_chunks;   // ceil(group_size / 16)
@@ -87,13 +87,18 @@ __device__ __forceinline__ void cp_async_16(void *smem_dst, const void *global_s
                "r"(src_bytes)
                : "memory");
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cp_async_wait() {
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-template <typename T> struct mma_op;
-template <> struct mma_op<__half> {
+template <typename T>
+struct mma_op;
+template <>
+struct mma_op<__half> {
   __device__ static __forceinline__ void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                              uint32_t b1) {
     asm volatile(
@@ -103,7 +108,8 @@ template <> struct mma_op<__half> {
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
 };
-template <> struct mma_op<__nv_bfloat16> {
+template <>
+struct mma_op<__nv_bfloat16> {
   __device__ static __forceinline__ void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                              uint32_t b1) {
     asm volatile(
@@ -119,8 +125,8 @@ __device__ __forceinline__ float softmax_rescale(float m, float m_all) { return 
 
 // The output channel from the merged state (running max m, sum l, unnormalized o; log2 units):
 // the sink (log2 units, -inf when absent) joins the denominator only; a row with no admitted key
-// (l == 0) is zero, sink or not; v_scale_c dequantizes V. One definition for the direct path and the
-// merge kernel, so both round identically.
+// (l == 0) is zero, sink or not; v_scale_c dequantizes V. One definition for the direct path and
+// the merge kernel, so both round identically.
 __device__ __forceinline__ float finalize_output(float m, float l, float o, float sink,
                                                  float v_scale_c) {
   if (l == 0.0f) return 0.0f;
@@ -137,7 +143,8 @@ __device__ __forceinline__ float sink_log2(const decode_params &P, int head, boo
   return s * kLog2e;
 }
 
-// The admitted key range [lo, hi) of token t (doc/semantics.md): empty for a token with no sequence.
+// The admitted key range [lo, hi) of token t (doc/semantics.md): empty for a token with no
+// sequence.
 struct key_range {
   int32_t seq;  // -1: no sequence
   int64_t lo, hi;
@@ -203,8 +210,8 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   const int row_elems = row_bytes / (int)sizeof(C);
   const int stage_bytes = 2 * kDecodeTileKeys * row_bytes;
 
-  // Q of the chunk's heads into shared memory, with a per-channel k_scale folded in (rows beyond the
-  // group are zero: their scores are finite and discarded).
+  // Q of the chunk's heads into shared memory, with a per-channel k_scale folded in (rows beyond
+  // the group are zero: their scores are finite and discarded).
   float qk_scale = P.scale;
   if (is_quantized<C>::value && P.k_quant == PA_QUANT_PER_TENSOR) qk_scale *= __ldg(P.k_scale);
   const bool fold_k_scale = is_quantized<C>::value && P.k_quant == PA_QUANT_PER_CHANNEL;
@@ -246,15 +253,16 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
       const int32_t block_id = key < range.hi ? kv_block_id(P.kv, table_row, key) : -1;
       const bool mapped = block_id >= 0;
       const int64_t offset =
-          mapped ? kv_row_offset(P.kv, block_id, key, kv_head) * (int64_t)sizeof(C) + chunk * 16 : 0;
+          mapped ? kv_row_offset(P.kv, block_id, key, kv_head) * (int64_t)sizeof(C) + chunk * 16
+                 : 0;
       cp_async_16(k_dst + r * row_bytes + chunk * 16, k_base + offset, mapped);
       cp_async_16(v_dst + r * row_bytes + chunk * 16, v_base + offset, mapped);
       if (chunk == 0) admitted[stage * kDecodeTileKeys + r] = mapped;
     }
   };
 
-  constexpr int kSteps = DMAX / 16;     // k-steps of Q·K^T
-  constexpr int kOutTiles = DMAX / 8;   // n-tiles of P·V
+  constexpr int kSteps = DMAX / 16;    // k-steps of Q·K^T
+  constexpr int kOutTiles = DMAX / 8;  // n-tiles of P·V
   float out_acc[kOutTiles][4];
 #pragma unroll
   for (int n = 0; n < kOutTiles; n++)
@@ -280,7 +288,8 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     const C *k_tile = reinterpret_cast<const C *>(stages + stage * stage_bytes) +
                       warp * kDecodeKeysPerWarp * row_elems;
     const C *v_tile = k_tile + kDecodeTileKeys * row_elems;
-    const unsigned char *tile_admitted = admitted + stage * kDecodeTileKeys + warp * kDecodeKeysPerWarp;
+    const unsigned char *tile_admitted =
+        admitted + stage * kDecodeTileKeys + warp * kDecodeKeysPerWarp;
 
     // scores of 16 heads x this warp's 16 keys
     float score[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
@@ -289,7 +298,8 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
       if (ks * 16 < head_size) {
         const T *q0 = q_smem + group_id * q_stride + ks * 16 + col;
         const T *q8 = q0 + 8 * q_stride;
-        uint32_t a[4] = {*reinterpret_cast<const uint32_t *>(q0), *reinterpret_cast<const uint32_t *>(q8),
+        uint32_t a[4] = {*reinterpret_cast<const uint32_t *>(q0),
+                         *reinterpret_cast<const uint32_t *>(q8),
                          *reinterpret_cast<const uint32_t *>(q0 + 8),
                          *reinterpret_cast<const uint32_t *>(q8 + 8)};
 #pragma unroll
@@ -340,8 +350,9 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     }
 
     // out += P · V over this warp's 16 keys (P rounded to T, as in every flash kernel)
-    const uint32_t p_frag[4] = {pack_t2<T>(prob[0][0], prob[0][1]), pack_t2<T>(prob[0][2], prob[0][3]),
-                                pack_t2<T>(prob[1][0], prob[1][1]), pack_t2<T>(prob[1][2], prob[1][3])};
+    const uint32_t p_frag[4] = {
+        pack_t2<T>(prob[0][0], prob[0][1]), pack_t2<T>(prob[0][2], prob[0][3]),
+        pack_t2<T>(prob[1][0], prob[1][1]), pack_t2<T>(prob[1][2], prob[1][3])};
     const C *v_rows = v_tile + col * row_elems + group_id;
 #pragma unroll
     for (int n = 0; n < kOutTiles; n++) {
@@ -363,7 +374,8 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
   }
   float *warp_out = reinterpret_cast<float *>(stages);  // [warp][16][head_size]
-  float2 *warp_ml = reinterpret_cast<float2 *>(warp_out + kDecodeWarps * kDecodeHeadsPerCta * head_size);
+  float2 *warp_ml =
+      reinterpret_cast<float2 *>(warp_out + kDecodeWarps * kDecodeHeadsPerCta * head_size);
   {
     float *mine = warp_out + warp * kDecodeHeadsPerCta * head_size;
 #pragma unroll
@@ -403,9 +415,8 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     }
     const int head = head0 + r;
     if (direct) {
-      float v_scale_c = is_quantized<C>::value
-                            ? cache_scale(P.v_scale, P.v_quant, kv_head, head_size, c)
-                            : 1.0f;
+      float v_scale_c =
+          is_quantized<C>::value ? cache_scale(P.v_scale, P.v_quant, kv_head, head_size, c) : 1.0f;
       reinterpret_cast<T *>(P.output)[(token * P.num_heads + head) * head_size + c] =
           from_float<T>(finalize_output(m, l, o, sink_log2(P, head, is_bf16), v_scale_c));
     } else {
@@ -477,19 +488,21 @@ __global__ void decode_merge_kernel(const decode_params P, int is_quantized_cach
 }
 
 // Per-instantiation entry points, defined in the decode_*.cu translation units.
-template <typename T, typename C, int DMAX> cudaError_t decode_set_smem(int smem_bytes);
+template <typename T, typename C, int DMAX>
+cudaError_t decode_set_smem(int smem_bytes);
 template <typename T, typename C, int DMAX>
 void decode_launch(const decode_params &P, dim3 grid, int smem_bytes, cudaStream_t stream);
 
-#define PA_DECODE_INSTANTIATE(T, C, DMAX)                                                          \
-  template <> cudaError_t decode_set_smem<T, C, DMAX>(int smem_bytes) {                            \
-    return cudaFuncSetAttribute(decode_kernel<T, C, DMAX>,                                         \
-                                cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);          \
-  }                                                                                                \
-  template <>                                                                                      \
-  void decode_launch<T, C, DMAX>(const decode_params &P, dim3 grid, int smem_bytes,                \
-                                 cudaStream_t stream) {                                            \
-    decode_kernel<T, C, DMAX><<<grid, kDecodeThreads, smem_bytes, stream>>>(P);                    \
+#define PA_DECODE_INSTANTIATE(T, C, DMAX)                                                 \
+  template <>                                                                             \
+  cudaError_t decode_set_smem<T, C, DMAX>(int smem_bytes) {                               \
+    return cudaFuncSetAttribute(decode_kernel<T, C, DMAX>,                                \
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes); \
+  }                                                                                       \
+  template <>                                                                             \
+  void decode_launch<T, C, DMAX>(const decode_params &P, dim3 grid, int smem_bytes,       \
+                                 cudaStream_t stream) {                                   \
+    decode_kernel<T, C, DMAX><<<grid, kDecodeThreads, smem_bytes, stream>>>(P);           \
   }
 
 }  // namespace detail

@@ -34,7 +34,7 @@ struct paged_kv_layout {
   int32_t block_shift;         // log2(block_size)
   int32_t max_blocks_per_seq;  // block_table.dims[1]
   int32_t kv_num_heads;
-  int32_t head_size;           // elements per (token, head) row
+  int32_t head_size;  // elements per (token, head) row
 };
 
 inline paged_kv_layout paged_kv_layout_of(const pa__problem &p) {
@@ -75,16 +75,19 @@ __device__ __forceinline__ const C *kv_row(const C *cache, const paged_kv_layout
 }
 
 // The sequence b of packed token t: cu[b] <= t < cu[b+1] (cu = cumulative_sequence_length), or -1
-// when t >= cu[batch_size] (the token belongs to no sequence). Correct for any ragged batch, zero-token
-// sequences included; decode steps (one token per sequence) resolve with two loads.
-__device__ __forceinline__ int32_t token_sequence(const int32_t *cu, int32_t batch_size, int64_t t) {
+// when t >= cu[batch_size] (the token belongs to no sequence). Correct for any ragged batch,
+// zero-token sequences included; decode steps (one token per sequence) resolve with two loads.
+__device__ __forceinline__ int32_t token_sequence(const int32_t *cu, int32_t batch_size,
+                                                  int64_t t) {
   int32_t guess = (int32_t)(t < batch_size - 1 ? t : batch_size - 1);
   if (__ldg(cu + guess) <= t && t < __ldg(cu + guess + 1)) return guess;
   int32_t lo = 0, hi = batch_size;  // the last b with cu[b] <= t lies in [lo, hi)
   while (hi - lo > 1) {
     int32_t mid = (lo + hi) / 2;
-    if (__ldg(cu + mid) <= t) lo = mid;
-    else hi = mid;
+    if (__ldg(cu + mid) <= t)
+      lo = mid;
+    else
+      hi = mid;
   }
   return (__ldg(cu + lo) <= t && t < __ldg(cu + lo + 1)) ? lo : -1;
 }
@@ -94,28 +97,35 @@ __device__ __forceinline__ int32_t token_sequence(const int32_t *cu, int32_t bat
 // Two cached elements as a packed pair of T (low half = first), the layout mma.sync operands use.
 // Exact for every cache type: int8 codes and e4m3 values are representable in fp16 and bf16, so
 // the scale is applied elsewhere, in fp32.
-template <typename T> __device__ __forceinline__ uint32_t pack_t2(float lo, float hi);
-template <> __device__ __forceinline__ uint32_t pack_t2<__half>(float lo, float hi) {
+template <typename T>
+__device__ __forceinline__ uint32_t pack_t2(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t pack_t2<__half>(float lo, float hi) {
   __half2 v = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<uint32_t *>(&v);
 }
-template <> __device__ __forceinline__ uint32_t pack_t2<__nv_bfloat16>(float lo, float hi) {
+template <>
+__device__ __forceinline__ uint32_t pack_t2<__nv_bfloat16>(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t *>(&v);
 }
 
-template <typename T, typename C> struct cache_pair;
+template <typename T, typename C>
+struct cache_pair;
 // Unquantized: the cache already holds T; two adjacent elements are one 32-bit word.
-template <typename T> struct cache_pair<T, T> {
+template <typename T>
+struct cache_pair<T, T> {
   __device__ static __forceinline__ uint32_t adjacent(const T *p) {
     return *reinterpret_cast<const uint32_t *>(p);
   }
   __device__ static __forceinline__ uint32_t of(T lo, T hi) {
-    uint16_t l = *reinterpret_cast<const uint16_t *>(&lo), h = *reinterpret_cast<const uint16_t *>(&hi);
+    uint16_t l = *reinterpret_cast<const uint16_t *>(&lo),
+             h = *reinterpret_cast<const uint16_t *>(&hi);
     return (uint32_t)l | ((uint32_t)h << 16);
   }
 };
-template <typename T> struct cache_pair<T, int8_t> {
+template <typename T>
+struct cache_pair<T, int8_t> {
   __device__ static __forceinline__ uint32_t of(int8_t lo, int8_t hi) {
     return pack_t2<T>((float)lo, (float)hi);
   }
@@ -124,10 +134,11 @@ template <typename T> struct cache_pair<T, int8_t> {
     return of((int8_t)v.x, (int8_t)v.y);
   }
 };
-template <typename T> struct cache_pair<T, fp8_e4m3> {
+template <typename T>
+struct cache_pair<T, fp8_e4m3> {
   __device__ static __forceinline__ uint32_t adjacent(const fp8_e4m3 *p) {
-    __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(*reinterpret_cast<const __nv_fp8x2_storage_t *>(p),
-                                               __NV_E4M3);
+    __half2_raw h =
+        __nv_cvt_fp8x2_to_halfraw2(*reinterpret_cast<const __nv_fp8x2_storage_t *>(p), __NV_E4M3);
     if constexpr (dtype_of<T>::value == PA_DTYPE_FLOAT16) {
       return (uint32_t)h.x | ((uint32_t)h.y << 16);
     } else {
@@ -143,11 +154,13 @@ template <typename T> struct cache_pair<T, fp8_e4m3> {
 };
 
 // Two adjacent cached elements (p 2-element aligned) as a packed T pair of raw values / codes.
-template <typename T, typename C> __device__ __forceinline__ uint32_t cache_pair_to_t2(const C *p) {
+template <typename T, typename C>
+__device__ __forceinline__ uint32_t cache_pair_to_t2(const C *p) {
   return cache_pair<T, C>::adjacent(p);
 }
 // Two elements from different rows (the transposed operand of P·V) as a packed T pair.
-template <typename T, typename C> __device__ __forceinline__ uint32_t cache_two_to_t2(C lo, C hi) {
+template <typename T, typename C>
+__device__ __forceinline__ uint32_t cache_two_to_t2(C lo, C hi) {
   return cache_pair<T, C>::of(lo, hi);
 }
 
@@ -168,8 +181,8 @@ __device__ __forceinline__ void load_dequant8(const C *row, int channel, const f
 #pragma unroll
   for (int i = 0; i < 8; i++) {
     float x = to_float(elems[i]);
-    out[i] = is_quantized<C>::value ? x * cache_scale(scale, quant, kv_head, head_size, channel + i)
-                                    : x;
+    out[i] =
+        is_quantized<C>::value ? x * cache_scale(scale, quant, kv_head, head_size, channel + i) : x;
   }
 }
 

@@ -31,7 +31,8 @@ static gpu_matrix_result run_graph(const gpu_case *base, const gpu_axis *axes, i
 }
 #define NUM(axes) ((int)(sizeof(axes) / sizeof((axes)[0])))
 
-/* ---- attention_metadata invariance (needs the outputs themselves, so outside the harness) ----- */
+/* ---- attention_metadata invariance (needs the outputs themselves, so outside the harness) -----
+ */
 
 static uint32_t rng_state;
 static float random_unit(void) { /* uniform in [-1, 1), never all zeros */
@@ -46,7 +47,8 @@ static uint16_t to_bf16(float x) {
 
 /* One decode step (bf16, 16/2 heads, d128, block 16) planned with metadata absent, tight and loose;
  * returns GPU_PASS when the three outputs are bitwise equal. */
-static int metadata_invariance(const char *name, int batch, const int32_t *past, int32_t blocks_per_seq) {
+static int metadata_invariance(const char *name, int batch, const int32_t *past,
+                               int32_t blocks_per_seq) {
   const int H = 16, Hk = 2, D = 128, bs = 16;
   const int64_t N = batch, num_blocks = (int64_t)batch * blocks_per_seq + 1;
   int32_t max_kv = 0;
@@ -274,8 +276,9 @@ int main(void) {
     skew.batch_size = 4;
     skew.past_lens = skew_past;
     skew.q_lens = skew_q;
-    const gpu_axis axes[] = {GPU_AXIS(window, 0, 1000), GPU_AXIS(metadata, GPU_METADATA_NONE,
-                                                                 GPU_METADATA_TIGHT, GPU_METADATA_LOOSE)};
+    const gpu_axis axes[] = {
+        GPU_AXIS(window, 0, 1000),
+        GPU_AXIS(metadata, GPU_METADATA_NONE, GPU_METADATA_TIGHT, GPU_METADATA_LOOSE)};
     gpu_matrix_add(&all, run(&skew, axes, NUM(axes)));
   }
 
