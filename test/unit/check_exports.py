@@ -1,21 +1,25 @@
 #!/usr/bin/env python3
-"""Fails unless every symbol the shared library exports is public API: pa_ but not pa__."""
+"""The shared library exports exactly the public API: every symbol is pa_ but not pa__, and every
+function the header declares with PA_API is there."""
+import re
 import subprocess
 import sys
 
 
 def main() -> int:
-    library = sys.argv[1]
+    library, header = sys.argv[1], sys.argv[2]
     listing = subprocess.run(["nm", "-D", "--defined-only", library], check=True,
                              capture_output=True, text=True).stdout
-    symbols = [line.split()[-1] for line in listing.splitlines() if line.strip()]
-    bad = [s for s in symbols if not s.startswith("pa_") or s.startswith("pa__")]
-    print(f"{library}: {len(symbols)} exported symbols")
-    for symbol in bad:
-        print(f"not public API: {symbol}")
-    if not symbols:
-        print("no exported symbols at all")
-    return 1 if bad or not symbols else 0
+    exported = {line.split()[-1] for line in listing.splitlines() if line.strip()}
+    declared = set(re.findall(r"^PA_API\b[^(]*?\b(pa_\w+)\s*\(", open(header).read(), re.M))
+    not_api = sorted(s for s in exported if not s.startswith("pa_") or s.startswith("pa__"))
+    missing = sorted(declared - exported)
+    print(f"{library}: {len(exported)} exported symbols, {len(declared)} declared in {header}")
+    for symbol in not_api:
+        print(f"exported but not public API: {symbol}")
+    for symbol in missing:
+        print(f"declared PA_API but not exported: {symbol}")
+    return 1 if not_api or missing or not declared else 0
 
 
 if __name__ == "__main__":

@@ -102,7 +102,8 @@ static void V46_null_attributes_inputs_outputs(void **state) {
   pa_plan_options options;
   pa_plan_options_init(&options);
   options.device = PA_DEVICE_HOST;
-  pa_plan *plan = (pa_plan *)&c; /* must be reset to NULL on failure */
+  pa_plan *earlier = case_plan_ok(&c);
+  pa_plan *plan = earlier; /* a failed create must reset it to NULL */
   CASE_ASSERT_STATUS(pa_plan_create(&plan, NULL, c.in, c.out, &options), PA_ERROR_INVALID_ARGUMENT,
                      "attributes", "NULL");
   assert_null(plan);
@@ -110,6 +111,7 @@ static void V46_null_attributes_inputs_outputs(void **state) {
                      PA_ERROR_INVALID_ARGUMENT, "inputs", "NULL");
   CASE_ASSERT_STATUS(pa_plan_create(&plan, &c.attrs, c.in, NULL, &options),
                      PA_ERROR_INVALID_ARGUMENT, "outputs", "NULL");
+  pa_plan_destroy(earlier);
 }
 
 static void V46_struct_sizes(void **state) {
