@@ -11,19 +11,6 @@ namespace detail {
 
 enum prologue_row_kind { ROW_Q, ROW_K, ROW_V };
 
-// The sequence of token t: the b with cu[b] <= t < cu[b + 1] (the last such b, so sequences with no
-// token are passed over), or -1 when there is none (t >= cu[B], or cu is not monotonic there).
-// Reads only cu[0..batch_size].
-__device__ __forceinline__ int find_sequence(const int32_t *cu, int batch_size, int64_t t) {
-  int lo = 0, hi = batch_size;
-  while (hi - lo > 1) {
-    int mid = (lo + hi) >> 1;
-    if (__ldg(cu + mid) <= t) lo = mid;
-    else hi = mid;
-  }
-  return (__ldg(cu + lo) <= t && t < __ldg(cu + lo + 1)) ? lo : -1;
-}
-
 template <typename T> __device__ __forceinline__ void unpack8(const uint4 &raw, float (&x)[8]) {
   const T *e = reinterpret_cast<const T *>(&raw);
 #pragma unroll
@@ -145,7 +132,7 @@ __global__ void __launch_bounds__(kPrologueThreads) prologue_kernel(const prolog
     int64_t position = 0;
     int64_t dst_row = -1;  // element offset of the destination row
     if (active) {
-      const int b = find_sequence(prm.cu_seqlens, prm.batch_size, t);
+      const int b = token_sequence(prm.cu_seqlens, prm.batch_size, t);
       if (b >= 0) {
         const int64_t first_token = __ldg(prm.cu_seqlens + b);
         position = prm.query_positions ? (int64_t)__ldg(prm.query_positions + t)
