@@ -238,7 +238,11 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   const int32_t *table_row = P.block_table + (int64_t)range.seq * P.kv.max_blocks_per_seq;
   const unsigned char *k_base = reinterpret_cast<const unsigned char *>(P.k_cache);
   const unsigned char *v_base = reinterpret_cast<const unsigned char *>(P.v_cache);
+  // The 16-byte chunks of a tile are dealt round-robin to the threads; a thread's (row, chunk)
+  // advances by a fixed step, so the loop needs no division.
   const int chunks_per_row = head_size * (int)sizeof(C) / 16;
+  const int first_row = tid / chunks_per_row, first_chunk = tid % chunks_per_row;
+  const int row_step = kDecodeThreads / chunks_per_row, chunk_step = kDecodeThreads % chunks_per_row;
 
   // Issues the cp.async loads of tile `tile` into its stage; rows that are beyond the range or
   // unmapped are zero-filled (so 0 * V stays finite) and flagged not admitted.
@@ -247,8 +251,12 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     unsigned char *k_dst = stages + stage * stage_bytes;
     unsigned char *v_dst = k_dst + kDecodeTileKeys * row_bytes;
     const int64_t key0 = range.lo + (int64_t)tile * kDecodeTileKeys;
-    for (int i = tid; i < kDecodeTileKeys * chunks_per_row; i += kDecodeThreads) {
-      const int r = i / chunks_per_row, chunk = i % chunks_per_row;
+    int r = first_row, chunk = first_chunk;
+    for (; r < kDecodeTileKeys; r += row_step, chunk += chunk_step) {
+      if (chunk >= chunks_per_row) {
+        chunk -= chunks_per_row;
+        if (++r >= kDecodeTileKeys) break;
+      }
       const int64_t key = key0 + r;
       const int32_t block_id = key < range.hi ? kv_block_id(P.kv, table_row, key) : -1;
       const bool mapped = block_id >= 0;
