@@ -18,7 +18,7 @@
  *                    buffers) and compare outputs and caches; exit 1 on a mismatch
  *     --graph        pad decode batches to a fixed shape and, on the GPU, capture the first decode
  *                    step in a CUDA graph and replay it for every later one (doc/cuda-graphs.md)
- *     --require-gpu  exit 77 (a skipped test) when there is no usable GPU
+ *     --require-gpu  exit 77 (a skipped test) when there is no GPU, 1 when planning for it fails
  */
 #include <math.h>
 #include <stdint.h>
@@ -365,7 +365,8 @@ static pa_status make_plan(pa_plan **plan, const step_inputs *s, int device) {
   return pa_plan_create(plan, &attrs, in, out, &opts);
 }
 
-/* The GPU is used when a device answers and a built backend plans a decode-shaped step for it. */
+/* 1: a device answers and a built backend plans a decode-shaped step for it; 0: no device;
+ * -1: a device, but planning for it failed (reported). */
 static int gpu_usable(const options *o, step_inputs *probe) {
   pa_device_caps caps;
   caps.struct_size = sizeof caps;
@@ -374,9 +375,7 @@ static int gpu_usable(const options *o, step_inputs *probe) {
   pa_plan *plan = NULL;
   pa_status st = make_plan(&plan, probe, PA_DEVICE_CURRENT);
   pa_plan_destroy(plan);
-  if (st == PA_SUCCESS) return 1;
-  report(st, "no GPU backend serves this model here, so the reference runs it");
-  return 0;
+  return st == PA_SUCCESS ? 1 : -report(st, "planning for the GPU");
 }
 
 int main(int argc, char **argv) {
@@ -391,11 +390,13 @@ int main(int argc, char **argv) {
   fill_random(key_cache, CACHE_ELEMS); /* stale contents of a reused pool: never read unmasked */
   fill_random(value_cache, CACHE_ELEMS);
 
-  int on_gpu = gpu_usable(&opt, &step_in);
-  if (!on_gpu && opt.require_gpu) {
-    printf("no usable GPU: skipped\n");
+  int gpu_state = gpu_usable(&opt, &step_in), on_gpu = gpu_state == 1;
+  if (opt.require_gpu && gpu_state != 1) {
+    if (gpu_state < 0) return 1;
+    printf("no GPU: skipped\n");
     return 77;
   }
+  if (gpu_state < 0) printf("so the reference executor runs it\n");
   gpu g = {0};
   if (on_gpu && !gpu_open(&g, key_cache, value_cache)) return 1;
   printf("continuous batching: %d requests, %d-block pool of %d tokens, %d query / %d KV heads, "
