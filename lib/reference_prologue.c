@@ -5,7 +5,8 @@
 #include "host_numeric.h"
 #include "reference.h"
 
-/* x * 1/sqrt(mean(x^2) + eps) * w over one head's channels. */
+/* x * 1/sqrt(mean(x^2) + eps) * w over one head's channels. The sum of squares is accumulated in
+ * fp64 (the page asks for at least fp32): the oracle should be the more exact side. */
 static void rms_norm(float *x, int32_t head_size, const void *weight, pa_dtype dtype, float eps) {
   double sum_squares = 0.0;
   for (int32_t c = 0; c < head_size; c++) sum_squares += (double)x[c] * x[c];
