@@ -22,6 +22,7 @@ constexpr size_t kMaxPartialBytes = (size_t)256 << 20;
 
 struct decode_variant {
   cudaError_t (*set_smem)(int smem_bytes);
+  cudaError_t (*occupancy)(int smem_bytes, int *ctas_per_sm);
   void (*launch)(const decode_params &P, dim3 grid, int smem_bytes, cudaStream_t stream);
 };
 
@@ -31,7 +32,8 @@ struct decode_state {
   int smem_bytes;
   int tiles_per_split, num_split_slots, head_chunks;
   bool work_list;  // schedule the non-empty splits on device (several tokens and split slots)
-  size_t partial_ml_offset, item_begin_offset, work_items_offset;  // in the backend workspace
+  // in the backend workspace, after the partial outputs
+  size_t partial_ml_offset, item_begin_offset, work_items_offset, work_counter_offset;
 };
 
 constexpr int kScheduleThreads = 1024;
@@ -78,7 +80,10 @@ __global__ void __launch_bounds__(kScheduleThreads) decode_schedule_kernel(const
     carry += warp_totals[kScheduleThreads / 32 - 1];
     __syncthreads();  // warp_totals is rewritten by the next chunk
   }
-  if (threadIdx.x == 0) P.item_begin[P.token_count] = carry;
+  if (threadIdx.x == 0) {
+    P.item_begin[P.token_count] = carry;
+    *P.work_counter = 0;
+  }
 }
 
 size_t align_up(size_t x) {
@@ -88,8 +93,9 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 template <typename T, typename C>
 decode_variant variant_of(int head_size) {
-  if (head_size <= 128) return {decode_set_smem<T, C, 128>, decode_launch<T, C, 128>};
-  return {decode_set_smem<T, C, 256>, decode_launch<T, C, 256>};
+  if (head_size <= 128)
+    return {decode_set_smem<T, C, 128>, decode_occupancy<T, C, 128>, decode_launch<T, C, 128>};
+  return {decode_set_smem<T, C, 256>, decode_occupancy<T, C, 256>, decode_launch<T, C, 256>};
 }
 
 template <typename T>
@@ -161,12 +167,14 @@ pa_status decode_check(const pa__problem *p, const pa_device_caps *caps, char *w
   return PA_SUCCESS;
 }
 
-// Resident CTAs per multiprocessor, estimated from shared memory (a multiprocessor has about 1 KB
-// more than the per-block opt-in limit, and reserves 1 KB per CTA); registers allow 4.
-int64_t ctas_per_sm_of(const pa_device_caps *caps, int smem_bytes) {
-  return std::max<int64_t>(
-      1,
-      std::min<int64_t>(4, (caps->max_shared_memory_per_block_optin + 1024) / (smem_bytes + 1024)));
+// Resident CTAs per multiprocessor, estimated without the device: shared memory (a multiprocessor
+// has about 1 KB more than the per-block opt-in limit and reserves 1 KB per CTA) and registers
+// (-Xptxas -v: about 145 per thread up to head size 128, about 210 beyond: 3 or 2 CTAs of 128).
+int64_t ctas_per_sm_of(const pa_device_caps *caps, int smem_bytes, int head_size) {
+  const int64_t by_registers = head_size <= 128 ? 3 : 2;
+  const int64_t by_smem =
+      (caps->max_shared_memory_per_block_optin + 1024) / ((int64_t)smem_bytes + 1024);
+  return std::max<int64_t>(1, std::min(by_registers, by_smem));
 }
 
 // The split size depends only on static shapes and the device, never on attention_metadata, so the
@@ -175,7 +183,7 @@ int64_t ctas_per_sm_of(const pa_device_caps *caps, int smem_bytes) {
 int tiles_per_split_for(const pa__problem *p, const pa_device_caps *caps, int smem_bytes,
                         int head_chunks) {
   const int64_t sms = caps->multiprocessor_count > 0 ? caps->multiprocessor_count : 1;
-  const int64_t target_ctas = 2 * sms * ctas_per_sm_of(caps, smem_bytes);
+  const int64_t target_ctas = 2 * sms * ctas_per_sm_of(caps, smem_bytes, p->head_size);
   const int64_t units = p->token_count * p->kv_num_heads * head_chunks;
   const int64_t capacity_tiles =
       ceil_div((int64_t)p->max_blocks_per_seq * p->block_size, kDecodeTileKeys);
@@ -203,12 +211,20 @@ pa_status decode_plan(pa_plan *plan, int setup_device, size_t *backend_bytes) {
   const int64_t cta_heads = (int64_t)p->kv_num_heads * s->head_chunks;
   const int64_t items = p->token_count * s->num_split_slots;  // the most work items a step can have
   s->work_list = s->num_split_slots > 1 && p->token_count > 1;
-  if (s->work_list) {
-    const int64_t resident = (int64_t)std::max(1, plan->caps.multiprocessor_count) *
-                             ctas_per_sm_of(&plan->caps, s->smem_bytes);
-    const int64_t persistent = std::min<int64_t>(
-        std::min<int64_t>(items, 65535), std::max<int64_t>(1, ceil_div(resident, cta_heads)));
-    s->grid = dim3((unsigned)cta_heads, (unsigned)persistent);
+  if (setup_device) {
+    cudaError_t err = s->variant.set_smem(s->smem_bytes);
+    if (err != cudaSuccess)
+      return pa__fail(PA_ERROR_CUDA, "DECODE: cudaFuncSetAttribute(%d bytes of shared memory): %s",
+                      s->smem_bytes, cudaGetErrorString(err));
+  }
+  if (s->work_list) {  // one CTA per resident slot; more would only queue
+    int64_t per_sm = ctas_per_sm_of(&plan->caps, s->smem_bytes, p->head_size);
+    int occupancy = 0;
+    if (setup_device && s->variant.occupancy(s->smem_bytes, &occupancy) == cudaSuccess &&
+        occupancy > 0)
+      per_sm = occupancy;
+    const int64_t resident = (int64_t)std::max(1, plan->caps.multiprocessor_count) * per_sm;
+    s->grid = dim3((unsigned)std::min(resident, items * cta_heads));
   } else {
     s->grid = dim3((unsigned)(p->token_count * cta_heads), (unsigned)s->num_split_slots);
   }
@@ -219,14 +235,9 @@ pa_status decode_plan(pa_plan *plan, int setup_device, size_t *backend_bytes) {
     s->item_begin_offset = align_up(s->partial_ml_offset + item_heads * sizeof(float2));
     s->work_items_offset =
         align_up(s->item_begin_offset + ((size_t)p->token_count + 1) * sizeof(int32_t));
+    s->work_counter_offset = align_up(s->work_items_offset + (size_t)items * sizeof(int2));
     *backend_bytes =
-        s->work_list ? s->work_items_offset + (size_t)items * sizeof(int2) : s->item_begin_offset;
-  }
-  if (setup_device) {
-    cudaError_t err = s->variant.set_smem(s->smem_bytes);
-    if (err != cudaSuccess)
-      return pa__fail(PA_ERROR_CUDA, "DECODE: cudaFuncSetAttribute(%d bytes of shared memory): %s",
-                      s->smem_bytes, cudaGetErrorString(err));
+        s->work_list ? s->work_counter_offset + sizeof(unsigned int) : s->item_begin_offset;
   }
   const char *env = getenv("PA_DEBUG");
   if (env && strcmp(env, "1") == 0)
@@ -269,6 +280,7 @@ pa_status decode_run(const pa_plan *plan, const pa__io *io, pa__stream stream) {
   if (s->work_list) {
     P.item_begin = (int32_t *)(workspace + s->item_begin_offset);
     P.work_items = (int2 *)(workspace + s->work_items_offset);
+    P.work_counter = (unsigned int *)(workspace + s->work_counter_offset);
   }
   P.token_count = p->token_count;
   P.batch_size = p->batch_size;

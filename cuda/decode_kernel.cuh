@@ -57,6 +57,7 @@ struct decode_params {
   // persistent grid never visits an empty split; NULL = one CTA per (token, split slot).
   int2 *work_items;     // (token, split)
   int32_t *item_begin;  // [token_count + 1]: first item of each token; [token_count] = the total
+  unsigned int *work_counter;  // (item, cta_head) pairs taken so far; zeroed by the schedule
   int64_t token_count;
   int32_t batch_size, num_heads, group_size;
   int32_t head_chunks;   // ceil(group_size / 16)
@@ -242,7 +243,8 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   // advances by a fixed step, so the loop needs no division.
   const int chunks_per_row = head_size * (int)sizeof(C) / 16;
   const int first_row = tid / chunks_per_row, first_chunk = tid % chunks_per_row;
-  const int row_step = kDecodeThreads / chunks_per_row, chunk_step = kDecodeThreads % chunks_per_row;
+  const int row_step = kDecodeThreads / chunks_per_row,
+            chunk_step = kDecodeThreads % chunks_per_row;
 
   // Issues the cp.async loads of tile `tile` into its stage; rows that are beyond the range or
   // unmapped are zero-filled (so 0 * V stays finite) and flagged not admitted.
@@ -435,22 +437,29 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
 }
 
 // Static grid: gridDim = (token_count * cta_heads, num_split_slots), empty splits exit at once.
-// Work list: gridDim = (cta_heads, persistent CTAs), each CTA walks the items round-robin.
+// Work list: a persistent 1-D grid; each CTA takes the next (item, cta_head) pair from an atomic
+// counter, the KV heads of an item adjacent, until the list is exhausted (robust to however many
+// CTAs are actually resident).
 template <typename T, typename C, int DMAX>
-__global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const decode_params P) {
+__global__ void __launch_bounds__(kDecodeThreads, 1) decode_kernel(const decode_params P) {
   extern __shared__ __align__(16) unsigned char smem[];
-  const int cta_head = blockIdx.x % P.cta_heads;
   if (!P.work_items) {
     const int64_t token = blockIdx.x / P.cta_heads;
     decode_item<T, C, DMAX>(P, smem, token, blockIdx.y, token * P.num_split_slots + blockIdx.y,
-                            cta_head);
+                            blockIdx.x % P.cta_heads);
     return;
   }
-  const int64_t items = P.item_begin[P.token_count];
-  for (int64_t item = blockIdx.y; item < items; item += gridDim.y) {
+  __shared__ int64_t next;
+  const int64_t total = (int64_t)P.item_begin[P.token_count] * P.cta_heads;
+  for (;;) {
+    if (threadIdx.x == 0) next = atomicAdd(P.work_counter, 1u);
+    __syncthreads();
+    const int64_t taken = next;
+    if (taken >= total) break;
+    const int64_t item = taken / P.cta_heads;
     const int2 work = P.work_items[item];
-    decode_item<T, C, DMAX>(P, smem, work.x, work.y, item, cta_head);
-    __syncthreads();  // the next item rewrites the shared memory this one read
+    decode_item<T, C, DMAX>(P, smem, work.x, work.y, item, (int)(taken % P.cta_heads));
+    __syncthreads();  // the next item rewrites `next` and the shared memory this one read
   }
 }
 
@@ -499,18 +508,25 @@ __global__ void decode_merge_kernel(const decode_params P, int is_quantized_cach
 template <typename T, typename C, int DMAX>
 cudaError_t decode_set_smem(int smem_bytes);
 template <typename T, typename C, int DMAX>
+cudaError_t decode_occupancy(int smem_bytes, int *ctas_per_sm);
+template <typename T, typename C, int DMAX>
 void decode_launch(const decode_params &P, dim3 grid, int smem_bytes, cudaStream_t stream);
 
-#define PA_DECODE_INSTANTIATE(T, C, DMAX)                                                 \
-  template <>                                                                             \
-  cudaError_t decode_set_smem<T, C, DMAX>(int smem_bytes) {                               \
-    return cudaFuncSetAttribute(decode_kernel<T, C, DMAX>,                                \
-                                cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes); \
-  }                                                                                       \
-  template <>                                                                             \
-  void decode_launch<T, C, DMAX>(const decode_params &P, dim3 grid, int smem_bytes,       \
-                                 cudaStream_t stream) {                                   \
-    decode_kernel<T, C, DMAX><<<grid, kDecodeThreads, smem_bytes, stream>>>(P);           \
+#define PA_DECODE_INSTANTIATE(T, C, DMAX)                                                        \
+  template <>                                                                                    \
+  cudaError_t decode_set_smem<T, C, DMAX>(int smem_bytes) {                                      \
+    return cudaFuncSetAttribute(decode_kernel<T, C, DMAX>,                                       \
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);        \
+  }                                                                                              \
+  template <>                                                                                    \
+  cudaError_t decode_occupancy<T, C, DMAX>(int smem_bytes, int *ctas_per_sm) {                   \
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, decode_kernel<T, C, DMAX>, \
+                                                         kDecodeThreads, smem_bytes);            \
+  }                                                                                              \
+  template <>                                                                                    \
+  void decode_launch<T, C, DMAX>(const decode_params &P, dim3 grid, int smem_bytes,              \
+                                 cudaStream_t stream) {                                          \
+    decode_kernel<T, C, DMAX><<<grid, kDecodeThreads, smem_bytes, stream>>>(P);                  \
   }
 
 }  // namespace detail
