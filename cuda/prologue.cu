@@ -109,7 +109,7 @@ extern "C" pa_status pa__prologue_run(const pa_plan *plan, const pa__io *io, pa_
   // lanes per row: enough for about two 16-byte chunks each, a power of two up to a warp
   const int chunks = p.head_size / 8;
   int lanes_log2 = 0;
-  while ((1 << lanes_log2) * 2 < chunks && lanes_log2 < 5) lanes_log2++;
+  while ((1 << lanes_log2) * kPrologueMaxChunksPerLane < chunks && lanes_log2 < 5) lanes_log2++;
   prm.lanes_log2 = lanes_log2;
   prm.lanes_per_row = 1 << lanes_log2;
   prm.chunks_per_lane = (chunks + prm.lanes_per_row - 1) / prm.lanes_per_row;

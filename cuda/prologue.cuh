@@ -14,7 +14,7 @@ namespace detail {
 constexpr int kPrologueThreads = 256;
 // A lane covers at most this many 16-byte chunks of a head row: head_size 576 (LATENT) over 32
 // lanes; rows up to 256 channels take at most 2.
-constexpr int kPrologueMaxChunksPerLane = 3;
+constexpr int kPrologueMaxChunksPerLane = 4;
 
 // One launch over every (token, head row) of the step. A row is one Q head (when Q is staged), one
 // K head or one V head of a token; `lanes_per_row` lanes handle it, each lane

@@ -142,7 +142,14 @@ int main(void) {
   mla.batch_size = 5;
   mla.max_q_len = 3;
   mla.zero_q_lens = 1;
-  {
+  if (quick) {
+    mla.num_heads = 16;
+    const gpu_axis axes[] = {
+        GPU_AXIS(cache_dtype, 0, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
+        GPU_AXIS(k_quant, PA_QUANT_NONE, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL),
+        GPU_AXIS(slots, GPU_SLOTS_NONE, GPU_SLOTS_WITH_INVALID)};
+    RUN(all, mla, axes);
+  } else {
     const gpu_axis axes[] = {
         GPU_AXIS(num_heads, 1, 16),
         GPU_AXIS(cache_dtype, 0, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
