@@ -184,13 +184,14 @@ int tiles_per_split_for(const pa__problem *p, const pa_device_caps *caps, int sm
                         int head_chunks) {
   const int64_t sms = caps->multiprocessor_count > 0 ? caps->multiprocessor_count : 1;
   const int64_t target_ctas = 2 * sms * ctas_per_sm_of(caps, smem_bytes, p->head_size);
-  const int64_t units = p->token_count * p->kv_num_heads * head_chunks;
+  const int64_t units = std::max<int64_t>(1, p->token_count * p->kv_num_heads * head_chunks);
   const int64_t capacity_tiles =
       ceil_div((int64_t)p->max_blocks_per_seq * p->block_size, kDecodeTileKeys);
   const int64_t splits_wanted = ceil_div(target_ctas, units);
   int64_t tiles = std::min<int64_t>(kMaxTilesPerSplit, ceil_div(capacity_tiles, splits_wanted));
   tiles = std::max<int64_t>(tiles, ceil_div(capacity_tiles, 65535));  // gridDim.y
-  const int64_t slot_bytes = p->token_count * p->num_heads * ((int64_t)p->head_size * 4 + 8);
+  const int64_t slot_bytes =
+      std::max<int64_t>(1, p->token_count * p->num_heads * ((int64_t)p->head_size * 4 + 8));
   const int64_t max_slots = std::max<int64_t>(1, (int64_t)kMaxPartialBytes / slot_bytes);
   tiles = std::max<int64_t>(tiles, ceil_div(capacity_tiles, max_slots));
   return (int)std::max<int64_t>(1, tiles);
