@@ -7,7 +7,8 @@
 // of the cache element type C (T itself, int8_t or fp8_e4m3 from numeric.cuh). Key position k of a
 // sequence lives in physical block block_table_row[k / block_size], row k % block_size.
 //
-// Usage, per key (the gather pattern):
+// Usage, per token t: its sequence is token_sequence(cu_seqlens, batch_size, t) (-1: none).
+// Then per key (the gather pattern):
 //   paged_kv_layout kv = paged_kv_layout_of(problem);          // host side, passed by value
 //   const int32_t *table_row = block_table + (int64_t)seq * kv.max_blocks_per_seq;
 //   int32_t block_id = kv_block_id(kv, table_row, key);
