@@ -5,12 +5,6 @@
 
 #include "internal.h"
 
-static const char *const input_names[PA_NUM_INPUTS] = {
-    "query", "key", "value", "key_cache", "value_cache", "cumulative_sequence_length",
-    "past_seqlens", "block_table", "cos_cache", "sin_cache", "slot_mapping", "head_sink",
-    "q_norm_weight", "k_norm_weight", "k_scale", "v_scale", "attention_metadata",
-    "query_positions", "attention_bias"};
-
 /* Which inputs the plan reads on the device (attention_metadata is host data, read at plan time). */
 static int input_required(const pa__problem *p, int i) {
   switch (i) {
@@ -40,7 +34,7 @@ pa_status pa__check_io(const pa_plan *plan, const void *const inputs[PA_NUM_INPU
   for (int i = 0; i < PA_NUM_INPUTS; i++)
     if (input_required(p, i) && !inputs[i])
       return pa__fail(PA_ERROR_INVALID_ARGUMENT, "%s: the plan needs it, but its pointer is NULL",
-                      input_names[i]);
+                      pa__input_names[i]);
   if (!outputs[PA_OUT_OUTPUT])
     return pa__fail(PA_ERROR_INVALID_ARGUMENT, "output: the pointer is NULL");
   if (p->qk_output && !outputs[PA_OUT_QK])

@@ -40,6 +40,9 @@ struct pa_plan {
   void *backend_state;          /* owned by ops; launch configuration fixed at plan time */
 };
 
+/* The schema's names of the inputs, by index (messages name tensors by these). */
+extern const char *const pa__input_names[PA_NUM_INPUTS];
+
 /* Validates attributes and descriptors (every rule of doc/semantics.md) and fills *p.
  * metadata: the two host bounds or NULL. max_qk_bytes: the output_qk threshold (resolved). */
 pa_status pa__validate(pa__problem *p, const pa_attributes *attrs,

@@ -35,6 +35,25 @@ pa__workspace_layout pa__workspace_layout_for(const pa__problem *p, size_t backe
   return w;
 }
 
+/* Whether the kernels of this build run on the device: a cubin for sm_XY runs on compute capability
+ * X.Z with Z >= Y; an arch-specific one (sm_90a) only on X.Y itself. */
+static int built_for_device(const pa_device_caps *caps) {
+  const char *arch = PA_GPU_ARCHS;
+  while (*arch) {
+    char *end;
+    long number = strtol(arch, &end, 10);
+    int specific = *end == 'a';
+    int major = (int)(number / 10), minor = (int)(number % 10);
+    if (caps->compute_capability_major == major &&
+        (specific ? caps->compute_capability_minor == minor : caps->compute_capability_minor >= minor))
+      return 1;
+    arch = end + specific;
+    if (*arch == ',') arch++;
+    else if (*arch) break;
+  }
+  return 0;
+}
+
 static const pa__backend_ops *find_gpu_backend(pa_backend id) {
   for (const pa__backend_ops *const *ops = pa__gpu_backends; *ops; ops++)
     if ((*ops)->id == id) return *ops;
@@ -63,6 +82,12 @@ static pa_status choose_backend(pa_plan *plan, pa_backend requested) {
     plan->backend = PA_BACKEND_REFERENCE;
     return PA_SUCCESS;
   }
+  if (!built_for_device(&plan->caps))
+    return pa__fail(PA_ERROR_NOT_SUPPORTED,
+                    "no backend built into this library serves sm_%d%d: its kernels are built for "
+                    "sm_%s (meson option gpu_archs)",
+                    plan->caps.compute_capability_major, plan->caps.compute_capability_minor,
+                    PA_GPU_ARCHS);
   if (requested != PA_BACKEND_AUTO) {
     const pa__backend_ops *ops = find_gpu_backend(requested);
     if (!ops)

@@ -18,7 +18,7 @@
 #error "PA_FP8_KV_CACHE must be defined to 0 or 1 by the build"
 #endif
 
-static const char *const input_names[PA_NUM_INPUTS] = {
+const char *const pa__input_names[PA_NUM_INPUTS] = {
     "query", "key", "value", "key_cache", "value_cache", "cumulative_sequence_length",
     "past_seqlens", "block_table", "cos_cache", "sin_cache", "slot_mapping", "head_sink",
     "q_norm_weight", "k_norm_weight", "k_scale", "v_scale", "attention_metadata",
@@ -152,7 +152,7 @@ static pa_status check_descriptor(const char *name, const pa_tensor_desc *d) {
 static pa_status check_descriptors(const pa_tensor_desc in[PA_NUM_INPUTS],
                                    const pa_tensor_desc out[PA_NUM_OUTPUTS]) {
   for (int i = 0; i < PA_NUM_INPUTS; i++) {
-    pa_status st = check_descriptor(input_names[i], &in[i]);
+    pa_status st = check_descriptor(pa__input_names[i], &in[i]);
     if (st != PA_SUCCESS) return st;
   }
   for (int i = 0; i < PA_NUM_OUTPUTS; i++) {
