@@ -7,10 +7,8 @@ out=${OUT:-/tmp/pa-out}
 mkdir -p "$out"
 [ -f .devdeps/env.sh ] && source .devdeps/env.sh
 summary=()
-rm -rf build-gpu  # fresh: meson 1.0.1 misses some CUDA header dependencies
-if true; then
-  meson setup build-gpu -Dgpu_archs=90a -Dbuildtype=release >"$out/setup.log" 2>&1 || { tail -40 "$out/setup.log"; exit 1; }
-fi
+rm -rf build-gpu  # always fresh: meson 1.0.1 misses some CUDA header dependencies
+meson setup build-gpu -Dgpu_archs=90a -Dbuildtype=release >"$out/setup.log" 2>&1 || { tail -40 "$out/setup.log"; exit 1; }
 start=$(date +%s)
 if ! ninja -C build-gpu >"$out/build.log" 2>&1; then
   grep -E "error|Error" -A4 "$out/build.log" | head -80; exit 1
