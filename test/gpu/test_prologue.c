@@ -5,13 +5,12 @@
 
 #include "harness.h"
 
-/* Quantization modes exactly with a quantized cache; PACKED and QK-Norm only in SEPARATE. */
+/* Quantization modes only with a quantized cache (where NONE means PER_TENSOR); PACKED and QK-Norm
+ * only in SEPARATE. */
 static int valid_combination(const gpu_case *c) {
   int latent = c->layout == PA_KV_CACHE_LAYOUT_LATENT;
   int quantized = c->cache_dtype == PA_DTYPE_INT8 || c->cache_dtype == PA_DTYPE_FLOAT8_E4M3FN;
   if (!quantized && (c->k_quant != PA_QUANT_NONE || c->v_quant != PA_QUANT_NONE)) return 0;
-  if (quantized && (c->k_quant == PA_QUANT_NONE || (!latent && c->v_quant == PA_QUANT_NONE)))
-    return 0;
   if (latent && (c->packed || c->qk_norm || c->head_sink)) return 0;
   return 1;
 }
@@ -51,8 +50,8 @@ int main(void) {
     RUN(all, heads, axes);
   }
 
-  /* RoPE variants: half-split / interleaved, offset, partial rotary_dim, positions beyond the
-   * table (pass through), query_positions */
+  /* RoPE variants: half-split / interleaved, offset, partial rotary_dim (one whose half is not a
+   * multiple of 8), positions beyond the table (pass through), query_positions */
   gpu_case rope = gpu_case_default("prologue_rope");
   rope.num_heads = 4;
   rope.kv_num_heads = 2;
@@ -63,6 +62,7 @@ int main(void) {
   rope.rotary_dim = 64;
   {
     const gpu_axis axes[] = {GPU_AXIS(rotary_interleaved, 0, 1), GPU_AXIS(rotary_offset, 0, 64),
+                             GPU_AXIS(rotary_dim, 64, 36), /* 36: pairs straddle 8-channel chunks */
                              GPU_AXIS(rotary_positions, 0, 30), GPU_AXIS(query_positions, 0, 1),
                              GPU_AXIS(qk_norm, 0, 1)};
     RUN(all, rope, axes);
@@ -88,7 +88,7 @@ int main(void) {
     RUN(all, blocks, axes);
   }
 
-  /* every cache type and quantization mode, K and V independent */
+  /* every quantized cache type and quantization mode, K and V independent (T caches: above) */
   gpu_case quant = gpu_case_default("prologue_quant");
   quant.num_heads = 8;
   quant.kv_num_heads = 4;
@@ -99,9 +99,9 @@ int main(void) {
   quant.qk_norm = 1;
   {
     const gpu_axis axes[] = {
-        GPU_AXIS(cache_dtype, 0, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
-        GPU_AXIS(k_quant, PA_QUANT_NONE, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL),
-        GPU_AXIS(v_quant, PA_QUANT_NONE, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL),
+        GPU_AXIS(cache_dtype, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
+        GPU_AXIS(k_quant, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL),
+        GPU_AXIS(v_quant, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL),
         GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16), GPU_AXIS(packed, 0, 1)};
     RUN(all, quant, axes);
   }
