@@ -19,7 +19,8 @@ def run_binding(inputs, attrs, **extra):
     work = dict(inputs)
     for name in ("key_cache", "value_cache"):
         if work[name] is not None:
-            work[name] = work[name].copy()
+            cache = work[name]
+            work[name] = cache.clone() if hasattr(cache, "clone") else cache.copy()  # torch / numpy
     return pagedattn.paged_attention(*cases.positional(work), **attrs, **extra), work
 
 
