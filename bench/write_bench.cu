@@ -4,10 +4,12 @@
 //
 // Bytes counted per launch: K and V read + K and V written (in the cache type), plus Q read and Q
 // written when the prologue stages Q (the rotary rows). Block tables, positions and cos/sin are
-// not counted. Each launch is timed with its own pair of CUDA events, queued behind a spin kernel so
-// that host launch overhead never shows; median of >= 100 after warm-up. Input sets and cache
-// regions rotate so that the working set is >= 4x L2. The caches and the staged Q of one launch are
-// checked against the reference executor's prologue on host copies before timing.
+// not counted. Each launch is timed with its own pair of CUDA events, queued behind a spin kernel
+// so that host launch overhead never shows; median of >= 100 after warm-up. Input sets and cache
+// regions rotate ("sets") so that the working set is >= 4x L2, capped where the two caches would
+// pass 512 MB (the decode shapes, whose sets each own one block per sequence). The caches and the
+// staged Q of one launch are checked against the reference executor's prologue on host copies
+// before timing.
 //
 // Usage: pa_bench_write [--quick]
 #include <cuda_fp16.h>
@@ -27,14 +29,14 @@
 
 namespace {
 
-#define CHECK_CUDA(call)                                                                   \
-  do {                                                                                     \
-    cudaError_t err_ = (call);                                                             \
-    if (err_ != cudaSuccess) {                                                             \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                   \
-                   cudaGetErrorString(err_));                                              \
-      std::exit(1);                                                                        \
-    }                                                                                      \
+#define CHECK_CUDA(call)                                                 \
+  do {                                                                   \
+    cudaError_t err_ = (call);                                           \
+    if (err_ != cudaSuccess) {                                           \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
+                   cudaGetErrorString(err_));                            \
+      std::exit(1);                                                      \
+    }                                                                    \
   } while (0)
 
 constexpr int kHeads = 32, kKvHeads = 8, kHeadSize = 128, kBlockSize = 16;
@@ -47,8 +49,8 @@ __global__ void spin(long long cycles) {
 
 struct shape {
   int tokens, batch, past_max;
-  bool rotary;        // rotary => Q is staged
-  pa_dtype cache;     // FLOAT16 or INT8 (per-tensor scales)
+  bool rotary;     // rotary => Q is staged
+  pa_dtype cache;  // FLOAT16 or INT8 (per-tensor scales)
 };
 
 double median(std::vector<float> v) {
@@ -65,7 +67,8 @@ double copy_bandwidth(cudaStream_t stream, int reps) {
   CHECK_CUDA(cudaMemsetAsync(a, 1, bytes, stream));
   std::vector<cudaEvent_t> ev(2 * reps);
   for (auto &e : ev) CHECK_CUDA(cudaEventCreate(&e));
-  for (int i = 0; i < 3; i++) CHECK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream));
+  for (int i = 0; i < 3; i++)
+    CHECK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream));
   for (int i = 0; i < reps; i++) {
     CHECK_CUDA(cudaEventRecord(ev[2 * i], stream));
     CHECK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream));
@@ -103,13 +106,25 @@ struct write_case {
   }
 };
 
+// Random fp16 values in [-1, 1) (a fast generator: the caches hold hundreds of millions of them).
 void fill_half(std::vector<unsigned char> &dst, size_t count, std::mt19937 &rng) {
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  uint64_t state = rng() | (uint64_t(rng()) << 32) | 1;
   dst.resize(count * 2);
   for (size_t i = 0; i < count; i++) {
-    __half h = __float2half_rn(dist(rng));
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    __half h = __float2half_rn(float(state >> 40) * (2.0f / 16777216.0f) - 1.0f);
     std::memcpy(&dst[2 * i], &h, 2);
   }
+}
+
+// Whether a GPU value is within one step of the reference's: 1 (int8), 1 ULP (fp16), or 2e-6 near
+// zero, where a rotation's cancellation magnifies fp32 rounding differences.
+bool within_one_step(float gpu, float ref, bool int8) {
+  if (int8) return std::fabs(gpu - ref) <= 1.0f;
+  const float ulp = std::ldexp(1.0f, std::ilogb(std::max(std::fabs(ref), 6.1e-5f)) - 10);
+  return std::fabs(gpu - ref) <= std::max(ulp, 2e-6f);
 }
 
 void *upload(const std::vector<unsigned char> &h) {
@@ -119,12 +134,14 @@ void *upload(const std::vector<unsigned char> &h) {
   return d;
 }
 
-pa_tensor_desc desc(pa_dtype t, int rank, int64_t d0, int64_t d1 = 0, int64_t d2 = 0, int64_t d3 = 0) {
+pa_tensor_desc desc(pa_dtype t, int rank, int64_t d0, int64_t d1 = 0, int64_t d2 = 0,
+                    int64_t d3 = 0) {
   pa_tensor_desc d = {t, rank, {d0, d1, d2, d3}};
   return d;
 }
 
-// The prologue of a launch on host copies of its inputs (lib/reference_prologue.c) against the device results.
+// The prologue of a launch on host copies of its inputs (lib/reference_prologue.c) against the
+// device results.
 bool check_against_reference(write_case &c, const void *const dev_in[PA_NUM_INPUTS]) {
   const pa__problem *p = &c.plan->problem;
   std::vector<std::vector<unsigned char>> host(PA_NUM_INPUTS);
@@ -168,14 +185,14 @@ bool check_against_reference(write_case &c, const void *const dev_in[PA_NUM_INPU
   for (int kv = 0; kv < 2 && ok; kv++) {
     const std::vector<unsigned char> &expected = host[PA_IN_KEY_CACHE + kv];
     std::vector<unsigned char> got(expected.size());
-    CHECK_CUDA(cudaMemcpy(got.data(), dev_in[PA_IN_KEY_CACHE + kv], got.size(), cudaMemcpyDeviceToHost));
+    CHECK_CUDA(
+        cudaMemcpy(got.data(), dev_in[PA_IN_KEY_CACHE + kv], got.size(), cudaMemcpyDeviceToHost));
     for (size_t e = 0; e < expected.size() / cache_elem && ok; e++) {
       float a = pa__load_as_float(p->k_cache_dtype, got.data(), int64_t(e));
       float b = pa__load_as_float(p->k_cache_dtype, expected.data(), int64_t(e));
-      // one quantization step (int8: 1) or 1 ULP of fp16
-      float step = cache_elem == 1 ? 1.0f : std::ldexp(1.0f, std::ilogb(std::max(std::fabs(b), 6.1e-5f)) - 10);
-      if (std::fabs(a - b) > step) {
-        std::fprintf(stderr, "check: %s element %zu: gpu %g, reference %g\n", kv ? "value_cache" : "key_cache", e, a, b);
+      if (!within_one_step(a, b, cache_elem == 1)) {
+        std::fprintf(stderr, "check: %s element %zu: gpu %g, reference %g\n",
+                     kv ? "value_cache" : "key_cache", e, a, b);
         ok = false;
       }
     }
@@ -185,8 +202,7 @@ bool check_against_reference(write_case &c, const void *const dev_in[PA_NUM_INPU
     CHECK_CUDA(cudaMemcpy(got.data(), c.q_staged, got.size() * 2, cudaMemcpyDeviceToHost));
     for (size_t e = 0; e < q.size() && ok; e++) {
       float a = __half2float(got[e]), b = q[e];
-      float step = std::ldexp(1.0f, std::ilogb(std::max(std::fabs(b), 6.1e-5f)) - 10);
-      if (std::fabs(a - b) > step) {
+      if (!within_one_step(a, b, false)) {
         std::fprintf(stderr, "check: staged q element %zu: gpu %g, reference %g\n", e, a, b);
         ok = false;
       }
@@ -195,7 +211,8 @@ bool check_against_reference(write_case &c, const void *const dev_in[PA_NUM_INPU
   return ok;
 }
 
-void run_case(const shape &s, double copy_bw, int reps, int warmup, size_t l2_bytes, cudaStream_t stream) {
+void run_case(const shape &s, double copy_bw, int reps, int warmup, size_t l2_bytes,
+              cudaStream_t stream) {
   write_case c;
   std::mt19937 rng(1234u + unsigned(s.tokens) + (s.rotary ? 7u : 0u) + unsigned(s.cache));
   const int q_len = s.tokens / s.batch;
@@ -205,8 +222,14 @@ void run_case(const shape &s, double copy_bw, int reps, int warmup, size_t l2_by
   const double cache_elem = pa_dtype_size(s.cache);
   const double kv_elems = double(s.tokens) * kKvHeads * kHeadSize;
   const double q_elems = double(s.tokens) * kHeads * kHeadSize;
-  c.bytes_per_launch = 2 * kv_elems * 2 + 2 * kv_elems * cache_elem + (s.rotary ? 2 * q_elems * 2 : 0);
-  c.sets = int(std::min(64.0, std::max(1.0, std::ceil(4.0 * double(l2_bytes) / c.bytes_per_launch))));
+  c.bytes_per_launch =
+      2 * kv_elems * 2 + 2 * kv_elems * cache_elem + (s.rotary ? 2 * q_elems * 2 : 0);
+  // enough sets for a working set of 4x L2, as long as the two caches stay within 512 MB
+  const double cache_bytes_per_set =
+      2.0 * double(c.blocks_per_set) * kBlockSize * kKvHeads * kHeadSize * cache_elem;
+  const double sets_for_l2 = std::ceil(4.0 * double(l2_bytes) / c.bytes_per_launch);
+  const double sets_for_memory = std::floor(512e6 / cache_bytes_per_set);
+  c.sets = int(std::max(1.0, std::min({64.0, sets_for_l2, sets_for_memory})));
   const int64_t num_blocks = c.blocks_per_set * c.sets;
 
   pa_attributes attrs;
@@ -218,12 +241,16 @@ void run_case(const shape &s, double copy_bw, int reps, int warmup, size_t l2_by
   const int max_positions = s.past_max + q_len;
   c.in[PA_IN_QUERY] = desc(PA_DTYPE_FLOAT16, 2, s.tokens, kHeads * kHeadSize);
   c.in[PA_IN_KEY] = c.in[PA_IN_VALUE] = desc(PA_DTYPE_FLOAT16, 2, s.tokens, kKvHeads * kHeadSize);
-  c.in[PA_IN_KEY_CACHE] = c.in[PA_IN_VALUE_CACHE] = desc(s.cache, 4, num_blocks, kBlockSize, kKvHeads, kHeadSize);
+  c.in[PA_IN_KEY_CACHE] = c.in[PA_IN_VALUE_CACHE] =
+      desc(s.cache, 4, num_blocks, kBlockSize, kKvHeads, kHeadSize);
   c.in[PA_IN_CUMULATIVE_SEQUENCE_LENGTH] = desc(PA_DTYPE_INT32, 1, s.batch + 1);
   c.in[PA_IN_PAST_SEQLENS] = desc(PA_DTYPE_INT32, 1, s.batch);
   c.in[PA_IN_BLOCK_TABLE] = desc(PA_DTYPE_INT32, 2, s.batch, c.blocks_per_seq);
-  if (s.rotary) c.in[PA_IN_COS_CACHE] = c.in[PA_IN_SIN_CACHE] = desc(PA_DTYPE_FLOAT16, 2, max_positions, kHeadSize / 2);
-  if (s.cache == PA_DTYPE_INT8) c.in[PA_IN_K_SCALE] = c.in[PA_IN_V_SCALE] = desc(PA_DTYPE_FLOAT32, 1, 1);
+  if (s.rotary)
+    c.in[PA_IN_COS_CACHE] = c.in[PA_IN_SIN_CACHE] =
+        desc(PA_DTYPE_FLOAT16, 2, max_positions, kHeadSize / 2);
+  if (s.cache == PA_DTYPE_INT8)
+    c.in[PA_IN_K_SCALE] = c.in[PA_IN_V_SCALE] = desc(PA_DTYPE_FLOAT32, 1, 1);
   c.out[PA_OUT_OUTPUT] = desc(PA_DTYPE_FLOAT16, 2, s.tokens, kHeads * kHeadSize);
   c.out[PA_OUT_KEY_CACHE] = c.in[PA_IN_KEY_CACHE];
   c.out[PA_OUT_VALUE_CACHE] = c.in[PA_IN_VALUE_CACHE];
@@ -244,15 +271,18 @@ void run_case(const shape &s, double copy_bw, int reps, int warmup, size_t l2_by
     cu[b + 1] = cu[b] + q_len;
     past[b] = s.past_max ? int32_t(rng() % unsigned(s.past_max + 1)) : 0;
   }
-  void *d_cu = upload(std::vector<unsigned char>((unsigned char *)cu.data(), (unsigned char *)(cu.data() + cu.size())));
-  void *d_past = upload(std::vector<unsigned char>((unsigned char *)past.data(), (unsigned char *)(past.data() + past.size())));
+  void *d_cu = upload(std::vector<unsigned char>((unsigned char *)cu.data(),
+                                                 (unsigned char *)(cu.data() + cu.size())));
+  void *d_past = upload(std::vector<unsigned char>((unsigned char *)past.data(),
+                                                   (unsigned char *)(past.data() + past.size())));
   void *d_cos = nullptr, *d_sin = nullptr, *d_scale = nullptr;
   if (s.rotary) {
     std::vector<unsigned char> cos_b(size_t(max_positions) * kHeadSize), sin_b(cos_b.size());
     for (int pos = 0; pos < max_positions; pos++)
       for (int i = 0; i < kHeadSize / 2; i++) {
         double angle = pos * std::pow(10000.0, -2.0 * i / kHeadSize);
-        __half cv = __float2half_rn(float(std::cos(angle))), sv = __float2half_rn(float(std::sin(angle)));
+        __half cv = __float2half_rn(float(std::cos(angle))),
+               sv = __float2half_rn(float(std::sin(angle)));
         std::memcpy(&cos_b[2 * (size_t(pos) * kHeadSize / 2 + i)], &cv, 2);
         std::memcpy(&sin_b[2 * (size_t(pos) * kHeadSize / 2 + i)], &sv, 2);
       }
@@ -289,16 +319,20 @@ void run_case(const shape &s, double copy_bw, int reps, int warmup, size_t l2_by
     c.queries.push_back(upload(q));
     c.keys.push_back(upload(k));
     c.values.push_back(upload(v));
-    std::vector<int32_t> table(ids.begin() + set * c.blocks_per_set, ids.begin() + (set + 1) * c.blocks_per_set);
-    c.table_ptrs.push_back(upload(std::vector<unsigned char>((unsigned char *)table.data(), (unsigned char *)(table.data() + table.size()))));
+    std::vector<int32_t> table(ids.begin() + set * c.blocks_per_set,
+                               ids.begin() + (set + 1) * c.blocks_per_set);
+    c.table_ptrs.push_back(upload(std::vector<unsigned char>(
+        (unsigned char *)table.data(), (unsigned char *)(table.data() + table.size()))));
   }
   const pa__problem *p = &c.plan->problem;
   pa__workspace_layout ws = pa__workspace_layout_for(p, 0);
   if (ws.q_bytes) CHECK_CUDA(cudaMalloc(&c.q_staged, ws.q_bytes));
 
   std::vector<pa__io> io(c.sets);
-  std::vector<std::vector<const void *>> set_inputs(c.sets, std::vector<const void *>(PA_NUM_INPUTS, nullptr));
-  void *outputs[PA_NUM_OUTPUTS] = {nullptr, c.tensors[PA_IN_KEY_CACHE].device, c.tensors[PA_IN_VALUE_CACHE].device, nullptr};
+  std::vector<std::vector<const void *>> set_inputs(
+      c.sets, std::vector<const void *>(PA_NUM_INPUTS, nullptr));
+  void *outputs[PA_NUM_OUTPUTS] = {nullptr, c.tensors[PA_IN_KEY_CACHE].device,
+                                   c.tensors[PA_IN_VALUE_CACHE].device, nullptr};
   for (int set = 0; set < c.sets; set++) {
     std::vector<const void *> &in = set_inputs[set];
     in[PA_IN_QUERY] = c.queries[set];
@@ -348,9 +382,10 @@ void run_case(const shape &s, double copy_bw, int reps, int warmup, size_t l2_by
   for (int i = 0; i < reps; i++) CHECK_CUDA(cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]));
   const double t = median(ms) * 1e-3;
   const double bw = c.bytes_per_launch / t;
-  std::printf("%6d %6d %6s %8s %10.2f %10.2f %8.3f %7.1f %%  %s\n", s.tokens, s.batch,
-              s.cache == PA_DTYPE_INT8 ? "int8" : "fp16", s.rotary ? "yes" : "no",
-              c.bytes_per_launch / 1e6, t * 1e6, bw / 1e12, 100.0 * bw / copy_bw, ok ? "ok" : "FAILED");
+  std::printf("%6d %6d %6s %8s %5d %10.2f %10.2f %8.3f %7.1f %%  %s\n", s.tokens, s.batch,
+              s.cache == PA_DTYPE_INT8 ? "int8" : "fp16", s.rotary ? "yes" : "no", c.sets,
+              c.bytes_per_launch / 1e6, t * 1e6, bw / 1e12, 100.0 * bw / copy_bw,
+              ok ? "ok" : "FAILED");
 
   for (auto &e : ev) CHECK_CUDA(cudaEventDestroy(e));
   for (int set = 0; set < c.sets; set++) {
@@ -386,16 +421,18 @@ int main(int argc, char **argv) {
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const int reps = quick ? 100 : 300, warmup = quick ? 10 : 30;
   const double copy_bw = copy_bandwidth(stream, quick ? 10 : 30);
-  std::printf("write path (prologue): %d/%d heads, d%d, block %d, fp16 activations; copy D2D %.3f TB/s "
-              "(read + write); median of %d\n", kHeads, kKvHeads, kHeadSize, kBlockSize, copy_bw / 1e12, reps);
-  std::printf("%6s %6s %6s %8s %10s %10s %8s %9s  %s\n", "tokens", "batch", "cache", "Q staged",
-              "MB moved", "median us", "TB/s", "of copy", "check");
+  std::printf(
+      "write path (prologue): %d/%d heads, d%d, block %d, fp16 activations; copy D2D %.3f TB/s "
+      "(read + write); median of %d\n",
+      kHeads, kKvHeads, kHeadSize, kBlockSize, copy_bw / 1e12, reps);
+  std::printf("%6s %6s %6s %8s %5s %10s %10s %8s %9s  %s\n", "tokens", "batch", "cache", "Q staged",
+              "sets", "MB moved", "median us", "TB/s", "of copy", "check");
   // decode-shaped (one token per sequence, short pasts) and prefill-shaped (4 x 2048)
   const shape shapes[] = {
-      {256, 256, 15, false, PA_DTYPE_FLOAT16},   {256, 256, 15, true, PA_DTYPE_FLOAT16},
-      {256, 256, 15, false, PA_DTYPE_INT8},      {256, 256, 15, true, PA_DTYPE_INT8},
-      {8192, 4, 0, false, PA_DTYPE_FLOAT16},     {8192, 4, 0, true, PA_DTYPE_FLOAT16},
-      {8192, 4, 0, false, PA_DTYPE_INT8},        {8192, 4, 0, true, PA_DTYPE_INT8},
+      {256, 256, 15, false, PA_DTYPE_FLOAT16}, {256, 256, 15, true, PA_DTYPE_FLOAT16},
+      {256, 256, 15, false, PA_DTYPE_INT8},    {256, 256, 15, true, PA_DTYPE_INT8},
+      {8192, 4, 0, false, PA_DTYPE_FLOAT16},   {8192, 4, 0, true, PA_DTYPE_FLOAT16},
+      {8192, 4, 0, false, PA_DTYPE_INT8},      {8192, 4, 0, true, PA_DTYPE_INT8},
   };
   for (const shape &s : shapes) run_case(s, copy_bw, reps, warmup, size_t(l2), stream);
   std::printf("target: >= 80 %% of copy at 8192 tokens\n");

@@ -22,7 +22,8 @@ pa_status check_alignment(const pa__problem &p, const pa__io &io) {
   if ((st = check_aligned(io.query, 16, "query")) != PA_SUCCESS) return st;
   if (p.input_mode != PA__MODE_PACKED && (st = check_aligned(io.key, 16, "key")) != PA_SUCCESS)
     return st;
-  if (p.input_mode == PA__MODE_SEPARATE && (st = check_aligned(io.value, 16, "value")) != PA_SUCCESS)
+  if (p.input_mode == PA__MODE_SEPARATE &&
+      (st = check_aligned(io.value, 16, "value")) != PA_SUCCESS)
     return st;
   if ((st = check_aligned(io.key_cache, cache_alignment, "key_cache")) != PA_SUCCESS) return st;
   if (p.input_mode != PA__MODE_LATENT &&
@@ -38,11 +39,14 @@ template <typename T>
 cudaError_t launch_for_cache(pa_dtype cache_dtype, const prologue_params &prm, unsigned grid,
                              size_t shared_bytes, cudaStream_t stream) {
   switch (cache_dtype) {
-  case PA_DTYPE_INT8: return launch_prologue<T, int8_t>(prm, grid, shared_bytes, stream);
+    case PA_DTYPE_INT8:
+      return launch_prologue<T, int8_t>(prm, grid, shared_bytes, stream);
 #if PA_FP8_KV_CACHE
-  case PA_DTYPE_FLOAT8_E4M3FN: return launch_prologue<T, fp8_e4m3>(prm, grid, shared_bytes, stream);
+    case PA_DTYPE_FLOAT8_E4M3FN:
+      return launch_prologue<T, fp8_e4m3>(prm, grid, shared_bytes, stream);
 #endif
-  default: return launch_prologue<T, T>(prm, grid, shared_bytes, stream);
+    default:
+      return launch_prologue<T, T>(prm, grid, shared_bytes, stream);
   }
 }
 
@@ -124,9 +128,10 @@ extern "C" pa_status pa__prologue_run(const pa_plan *plan, const pa__io *io, pa_
       p.do_rotary ? (size_t)kPrologueThreads * prm.chunks_per_lane * 8 * sizeof(float) : 0;
 
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
-  cudaError_t err = p.dtype == PA_DTYPE_BFLOAT16
-                        ? launch_for_cache<__nv_bfloat16>(p.k_cache_dtype, prm, grid, shared_bytes, s)
-                        : launch_for_cache<__half>(p.k_cache_dtype, prm, grid, shared_bytes, s);
+  cudaError_t err =
+      p.dtype == PA_DTYPE_BFLOAT16
+          ? launch_for_cache<__nv_bfloat16>(p.k_cache_dtype, prm, grid, shared_bytes, s)
+          : launch_for_cache<__half>(p.k_cache_dtype, prm, grid, shared_bytes, s);
   if (err != cudaSuccess)
     return pa__fail(PA_ERROR_CUDA, "prologue: kernel launch failed: %s", cudaGetErrorString(err));
   return PA_SUCCESS;

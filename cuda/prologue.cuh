@@ -21,29 +21,29 @@ constexpr int kPrologueMaxChunksPerLane = 4;
 // `chunks_per_lane` chunks of 8 channels (chunk = lane + k * lanes_per_row, so a group's loads are
 // contiguous).
 struct prologue_params {
-  const void *query, *key, *value;      // T; key/value unused in PACKED, value unused in LATENT
-  void *key_cache, *value_cache;        // C
-  void *q_staged;                       // T, (token_count, num_heads * head_size); NULL: no Q rows
+  const void *query, *key, *value;  // T; key/value unused in PACKED, value unused in LATENT
+  void *key_cache, *value_cache;    // C
+  void *q_staged;                   // T, (token_count, num_heads * head_size); NULL: no Q rows
   const int32_t *cu_seqlens, *past_seqlens, *block_table, *slot_mapping, *query_positions;
-  const void *cos_cache, *sin_cache;    // T, (rotary_max_positions, rotary_dim / 2)
+  const void *cos_cache, *sin_cache;  // T, (rotary_max_positions, rotary_dim / 2)
   const void *q_norm_weight, *k_norm_weight;
   const float *k_scale, *v_scale;
   paged_kv_layout kv;
-  int64_t total_rows;                   // token_count * rows_per_token
-  int64_t cache_slots;                  // num_blocks * block_size
-  int64_t query_row_elems;              // elements between tokens of query (packed: Q|K|V)
-  int64_t kv_row_elems;                 // elements between tokens of key / value
+  int64_t total_rows;       // token_count * rows_per_token
+  int64_t cache_slots;      // num_blocks * block_size
+  int64_t query_row_elems;  // elements between tokens of query (packed: Q|K|V)
+  int64_t kv_row_elems;     // elements between tokens of key / value
   int64_t rotary_max_positions;
   int32_t batch_size, num_heads, kv_num_heads, head_size;
-  int32_t q_rows;                       // num_heads when Q is staged, else 0
-  int32_t rows_per_token;               // q_rows + kv_num_heads (+ kv_num_heads with a value)
+  int32_t q_rows;          // num_heads when Q is staged, else 0
+  int32_t rows_per_token;  // q_rows + kv_num_heads (+ kv_num_heads with a value)
   int32_t packed;
   int32_t has_qk_norm;
   float qk_norm_epsilon;
   int32_t do_rotary, rotary_interleaved, rotary_dim, rotary_offset;
   pa_quant_type k_quant, v_quant;
-  int32_t lanes_per_row, lanes_log2;    // a power of two <= 32
-  int32_t chunks_per_lane;              // <= kPrologueMaxChunksPerLane
+  int32_t lanes_per_row, lanes_log2;  // a power of two <= 32
+  int32_t chunks_per_lane;            // <= kPrologueMaxChunksPerLane
 };
 
 // Launches the prologue for activation type T and cache element type C (T, int8_t, fp8_e4m3).

@@ -11,14 +11,16 @@ namespace detail {
 
 enum prologue_row_kind { ROW_Q, ROW_K, ROW_V };
 
-template <typename T> __device__ __forceinline__ void unpack8(const uint4 &raw, float (&x)[8]) {
+template <typename T>
+__device__ __forceinline__ void unpack8(const uint4 &raw, float (&x)[8]) {
   const T *e = reinterpret_cast<const T *>(&raw);
 #pragma unroll
   for (int i = 0; i < 8; i++) x[i] = to_float(e[i]);
 }
 
 // Rounds eight values to T (one rounding, nearest even) and stores them with one 16-byte store.
-template <typename T> __device__ __forceinline__ void store8_t(T *dst, const float (&x)[8]) {
+template <typename T>
+__device__ __forceinline__ void store8_t(T *dst, const float (&x)[8]) {
   uint4 raw;
   T *e = reinterpret_cast<T *>(&raw);
 #pragma unroll
@@ -26,8 +28,8 @@ template <typename T> __device__ __forceinline__ void store8_t(T *dst, const flo
   *reinterpret_cast<uint4 *>(dst) = raw;
 }
 
-// Rounds eight values to T, quantizes them to the cache type (K and V each with their own scale) and
-// stores them: 16 bytes for a T cache, 8 bytes for an 8-bit one.
+// Rounds eight values to T, quantizes them to the cache type (K and V each with their own scale)
+// and stores them: 16 bytes for a T cache, 8 bytes for an 8-bit one.
 template <typename T, typename C>
 __device__ __forceinline__ void store8_cache(C *dst, const float (&x)[8], const float *scale,
                                              pa_quant_type quant, float tensor_inv_scale, int head,
@@ -178,8 +180,8 @@ __global__ void __launch_bounds__(kPrologueThreads) prologue_kernel(const prolog
     float tensor_inv_scale = 1.0f;
     if (is_quantized<C>::value && active && kind != ROW_Q && quant == PA_QUANT_PER_TENSOR)
       tensor_inv_scale = 1.0f / __ldg(scale);
-    const bool rotate = prm.do_rotary && transformed && position >= 0 &&
-                        position < prm.rotary_max_positions;
+    const bool rotate =
+        prm.do_rotary && transformed && position >= 0 && position < prm.rotary_max_positions;
 
     auto write_chunk = [&](int chunk, const float(&x)[8]) {
       if (kind == ROW_Q) {

@@ -13,7 +13,7 @@
 
 #include "internal.h"
 
-/* ---- random numbers ------------------------------------------------------------------------- */
+/* ---- random numbers -------------------------------------------------------------------------- */
 
 typedef struct rng {
   uint64_t state;
@@ -30,7 +30,9 @@ static float rng_uniform(rng *r, float lo, float hi) {
   return lo + (hi - lo) * (float)((rng_next(r) >> 40) * (1.0 / 16777216.0));
 }
 /* Uniform integer in [0, n). */
-static int32_t rng_below(rng *r, int32_t n) { return n > 0 ? (int32_t)(rng_next(r) % (uint64_t)n) : 0; }
+static int32_t rng_below(rng *r, int32_t n) {
+  return n > 0 ? (int32_t)(rng_next(r) % (uint64_t)n) : 0;
+}
 
 /* ---- host element conversions (independent of the library's) --------------------------------- */
 
@@ -60,9 +62,12 @@ static float half_bits_to_float(uint16_t h) {
   int exp = (h >> 10) & 0x1f;
   uint32_t mant = h & 0x3ffu;
   float v;
-  if (exp == 0) v = ldexpf((float)mant, -24);
-  else if (exp == 31) v = mant ? NAN : INFINITY;
-  else v = ldexpf((float)(mant | 0x400u), exp - 25);
+  if (exp == 0)
+    v = ldexpf((float)mant, -24);
+  else if (exp == 31)
+    v = mant ? NAN : INFINITY;
+  else
+    v = ldexpf((float)(mant | 0x400u), exp - 25);
   return (h & 0x8000u) ? -v : v;
 }
 static uint16_t float_to_bf16_bits(float f) {
@@ -88,21 +93,32 @@ static float e4m3_to_float(uint8_t b) {
 /* Element access by dtype (the 16-bit types and fp32; 8-bit caches are compared as codes). */
 static float load_elem(pa_dtype t, const void *base, size_t i) {
   switch (t) {
-  case PA_DTYPE_FLOAT16: return half_bits_to_float(((const uint16_t *)base)[i]);
-  case PA_DTYPE_BFLOAT16: return bf16_bits_to_float(((const uint16_t *)base)[i]);
-  case PA_DTYPE_FLOAT32: return ((const float *)base)[i];
-  case PA_DTYPE_INT8: return (float)((const int8_t *)base)[i];
-  case PA_DTYPE_FLOAT8_E4M3FN: return e4m3_to_float(((const uint8_t *)base)[i]);
-  default: return NAN;
+    case PA_DTYPE_FLOAT16:
+      return half_bits_to_float(((const uint16_t *)base)[i]);
+    case PA_DTYPE_BFLOAT16:
+      return bf16_bits_to_float(((const uint16_t *)base)[i]);
+    case PA_DTYPE_FLOAT32:
+      return ((const float *)base)[i];
+    case PA_DTYPE_INT8:
+      return (float)((const int8_t *)base)[i];
+    case PA_DTYPE_FLOAT8_E4M3FN:
+      return e4m3_to_float(((const uint8_t *)base)[i]);
+    default:
+      return NAN;
   }
 }
 static void store_elem(pa_dtype t, void *base, size_t i, float v) {
-  if (t == PA_DTYPE_FLOAT16) ((uint16_t *)base)[i] = float_to_half_bits(v);
-  else if (t == PA_DTYPE_BFLOAT16) ((uint16_t *)base)[i] = float_to_bf16_bits(v);
-  else ((float *)base)[i] = v;
+  if (t == PA_DTYPE_FLOAT16)
+    ((uint16_t *)base)[i] = float_to_half_bits(v);
+  else if (t == PA_DTYPE_BFLOAT16)
+    ((uint16_t *)base)[i] = float_to_bf16_bits(v);
+  else
+    ((float *)base)[i] = v;
 }
 
-static int is_quantized_type(pa_dtype t) { return t == PA_DTYPE_INT8 || t == PA_DTYPE_FLOAT8_E4M3FN; }
+static int is_quantized_type(pa_dtype t) {
+  return t == PA_DTYPE_INT8 || t == PA_DTYPE_FLOAT8_E4M3FN;
+}
 
 /* Distance in representable steps between two codes of a cache element type: sign-magnitude codes
  * mapped onto a line (so +0 and -0 coincide); int8 directly. */
@@ -132,7 +148,7 @@ static int within_one_step(pa_dtype t, const void *gpu, const void *oracle, size
   return !is_quantized_type(t) && fabsf(load_elem(t, gpu, i) - load_elem(t, oracle, i)) <= 2e-6f;
 }
 
-/* ---- environment ---------------------------------------------------------------------------- */
+/* ---- environment ----------------------------------------------------------------------------- */
 
 int gpu_available(void) {
   int count = 0;
@@ -174,13 +190,13 @@ gpu_case gpu_case_default(const char *name) {
 /* ---- the fixture: one case's inputs on host and device -------------------------------------- */
 
 typedef struct fixture {
-  gpu_case c;  /* defaults resolved */
+  gpu_case c; /* defaults resolved */
   const char *name;
   unsigned seed;
   rng r;
   int steps;
   int32_t B, M, num_blocks, rotary_rows, bias_q_cap, bias_kv_cap;
-  int32_t spare_block; /* a block id in no table entry */
+  int32_t spare_block;        /* a block id in no table entry */
   int64_t N, tokens_in_batch; /* token_count and cu[B] */
   int64_t qk_capacity;
   int32_t v_head_size, row_heads; /* row_heads: heads per query row (H + 2Hk when packed) */
@@ -200,11 +216,25 @@ typedef struct fixture {
   cudaStream_t stream;
 } fixture;
 
-static const char *const input_names[PA_NUM_INPUTS] = {
-    "query", "key", "value", "key_cache", "value_cache", "cumulative_sequence_length",
-    "past_seqlens", "block_table", "cos_cache", "sin_cache", "slot_mapping", "head_sink",
-    "q_norm_weight", "k_norm_weight", "k_scale", "v_scale", "attention_metadata",
-    "query_positions", "attention_bias"};
+static const char *const input_names[PA_NUM_INPUTS] = {"query",
+                                                       "key",
+                                                       "value",
+                                                       "key_cache",
+                                                       "value_cache",
+                                                       "cumulative_sequence_length",
+                                                       "past_seqlens",
+                                                       "block_table",
+                                                       "cos_cache",
+                                                       "sin_cache",
+                                                       "slot_mapping",
+                                                       "head_sink",
+                                                       "q_norm_weight",
+                                                       "k_norm_weight",
+                                                       "k_scale",
+                                                       "v_scale",
+                                                       "attention_metadata",
+                                                       "query_positions",
+                                                       "attention_bias"};
 
 static pa_tensor_desc desc(pa_dtype t, int rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3) {
   pa_tensor_desc d = {t, rank, {d0, d1, d2, d3}};
@@ -266,9 +296,9 @@ static void fixture_shape(fixture *f, int steps) {
   int32_t max_q = 0, max_kv = 0;
   f->tokens_in_batch = 0;
   for (int32_t b = 0; b < B; b++) {
-    int32_t q = c->q_lens ? c->q_lens[b]
+    int32_t q = c->q_lens                                      ? c->q_lens[b]
                 : (c->zero_q_lens && rng_below(&f->r, 4) == 0) ? 0
-                : 1 + rng_below(&f->r, c->max_q_len);
+                                                               : 1 + rng_below(&f->r, c->max_q_len);
     int32_t past = c->past_lens ? c->past_lens[b] : rng_below(&f->r, c->max_past_len + 1);
     f->q_lens[b] = q;
     f->past0[b] = past;
@@ -399,18 +429,22 @@ static void fill_step_inputs(fixture *f, int step) {
       if (positions) positions[t] = p;
       if (!slots) continue;
       int32_t id = p / c->block_size < f->M ? table[(int64_t)b * f->M + p / c->block_size] : -1;
-      int64_t slot = id >= 0 && id < f->num_blocks ? (int64_t)id * c->block_size + p % c->block_size
-                                                   : -1;
+      int64_t slot =
+          id >= 0 && id < f->num_blocks ? (int64_t)id * c->block_size + p % c->block_size : -1;
       if (c->slots == GPU_SLOTS_WITH_INVALID && rng_below(&f->r, 5) == 0) {
         int kind = rng_below(&f->r, 3);
-        slot = kind == 0 ? -1 : kind == 1 ? cache_slots + rng_below(&f->r, 1000) : -2 - rng_below(&f->r, 1000);
+        slot = kind == 0   ? -1
+               : kind == 1 ? cache_slots + rng_below(&f->r, 1000)
+                           : -2 - rng_below(&f->r, 1000);
       }
       slots[t] = (int32_t)slot;
     }
   }
   for (; t < f->N; t++) { /* tokens of no sequence: valid-looking slots that must stay unwritten */
     if (positions) positions[t] = rng_below(&f->r, 8);
-    if (slots) slots[t] = (int32_t)((int64_t)f->spare_block * c->block_size + rng_below(&f->r, c->block_size));
+    if (slots)
+      slots[t] =
+          (int32_t)((int64_t)f->spare_block * c->block_size + rng_below(&f->r, c->block_size));
   }
 }
 
@@ -473,7 +507,8 @@ static void fill_constant_inputs(fixture *f) {
         store_elem(T, f->h_in[PA_IN_SIN_CACHE], (size_t)p * half + i, (float)sin(angle));
       }
   }
-  if (c->head_sink) fill_random_T(f, T, f->h_in[PA_IN_HEAD_SINK], (size_t)c->num_heads, -1.0f, 1.0f);
+  if (c->head_sink)
+    fill_random_T(f, T, f->h_in[PA_IN_HEAD_SINK], (size_t)c->num_heads, -1.0f, 1.0f);
   if (c->qk_norm) {
     fill_random_T(f, T, f->h_in[PA_IN_Q_NORM_WEIGHT], (size_t)c->head_size, 0.5f, 1.5f);
     fill_random_T(f, T, f->h_in[PA_IN_K_NORM_WEIGHT], (size_t)c->head_size, 0.5f, 1.5f);
@@ -486,9 +521,11 @@ static void fill_constant_inputs(fixture *f) {
       scale[i] = rng_uniform(&f->r, 1.0f, 2.5f) / range;
   }
   if (c->bias != GPU_BIAS_NONE)
-    fill_random_T(f, T, f->h_in[PA_IN_ATTENTION_BIAS], f->in_bytes[PA_IN_ATTENTION_BIAS] / 2, -1.0f, 1.0f);
+    fill_random_T(f, T, f->h_in[PA_IN_ATTENTION_BIAS], f->in_bytes[PA_IN_ATTENTION_BIAS] / 2, -1.0f,
+                  1.0f);
   fill_cache(f, f->h_in[PA_IN_KEY_CACHE], f->in_bytes[PA_IN_KEY_CACHE]);
-  if (f->in_bytes[PA_IN_VALUE_CACHE]) fill_cache(f, f->h_in[PA_IN_VALUE_CACHE], f->in_bytes[PA_IN_VALUE_CACHE]);
+  if (f->in_bytes[PA_IN_VALUE_CACHE])
+    fill_cache(f, f->h_in[PA_IN_VALUE_CACHE], f->in_bytes[PA_IN_VALUE_CACHE]);
 }
 
 static void fixture_free(fixture *f) {
@@ -570,8 +607,7 @@ static int fixture_init(fixture *f, const gpu_case *c, const char *name, pa_back
     return fail(f, -1, "pa_plan_create: %s: %s", pa_status_string(st), msg);
   }
   f->workspace_bytes = pa_plan_workspace_size(f->plan);
-  if (f->workspace_bytes &&
-      !cuda_ok(f, cudaMalloc(&f->workspace, f->workspace_bytes), "workspace"))
+  if (f->workspace_bytes && !cuda_ok(f, cudaMalloc(&f->workspace, f->workspace_bytes), "workspace"))
     return GPU_FAIL;
   if (!cuda_ok(f, cudaStreamCreateWithFlags(&f->stream, cudaStreamNonBlocking), "stream"))
     return GPU_FAIL;
@@ -584,13 +620,16 @@ static int upload(fixture *f, int step) {
   for (int i = 0; i < PA_NUM_INPUTS; i++) {
     if (!f->in_bytes[i]) continue;
     if ((i == PA_IN_KEY_CACHE || i == PA_IN_VALUE_CACHE) && step > 0) continue;
-    if (!cuda_ok(f, cudaMemcpyAsync(f->d_in[i], f->h_in[i], f->in_bytes[i], cudaMemcpyHostToDevice, f->stream),
+    if (!cuda_ok(f,
+                 cudaMemcpyAsync(f->d_in[i], f->h_in[i], f->in_bytes[i], cudaMemcpyHostToDevice,
+                                 f->stream),
                  input_names[i]))
       return 0;
   }
   for (int i = 0; i < PA_NUM_OUTPUTS; i++)
     if ((i == PA_OUT_OUTPUT || i == PA_OUT_QK) && f->out_bytes[i] &&
-        !cuda_ok(f, cudaMemsetAsync(f->d_out[i], 0xff, f->out_bytes[i], f->stream), "poison outputs"))
+        !cuda_ok(f, cudaMemsetAsync(f->d_out[i], 0xff, f->out_bytes[i], f->stream),
+                 "poison outputs"))
       return 0;
   return 1;
 }
@@ -598,9 +637,12 @@ static int upload(fixture *f, int step) {
 static int download(fixture *f) {
   for (int i = 0; i < PA_NUM_OUTPUTS; i++) {
     if (!f->out_bytes[i]) continue;
-    void *dst = i == PA_OUT_OUTPUT || i == PA_OUT_QK ? f->gpu_out[i] : f->gpu_cache[i - PA_OUT_KEY_CACHE];
-    if (!cuda_ok(f, cudaMemcpyAsync(dst, f->d_out[i], f->out_bytes[i], cudaMemcpyDeviceToHost, f->stream),
-                 "download"))
+    void *dst =
+        i == PA_OUT_OUTPUT || i == PA_OUT_QK ? f->gpu_out[i] : f->gpu_cache[i - PA_OUT_KEY_CACHE];
+    if (!cuda_ok(
+            f,
+            cudaMemcpyAsync(dst, f->d_out[i], f->out_bytes[i], cudaMemcpyDeviceToHost, f->stream),
+            "download"))
       return 0;
   }
   return cuda_ok(f, cudaStreamSynchronize(f->stream), "stream synchronize");
@@ -617,7 +659,7 @@ static int run_reference(fixture *f, int step) {
   return 0;
 }
 
-/* ---- comparisons ------------------------------------------------------------------------------ */
+/* ---- comparisons ----------------------------------------------------------------------------- */
 
 static float output_tolerance(const fixture *f, pa_dtype stored) {
   float tol = f->c.dtype == PA_DTYPE_BFLOAT16 || stored == PA_DTYPE_BFLOAT16 ? 2e-2f : 5e-3f;
@@ -687,7 +729,8 @@ static int compare_cache(fixture *f, int step, int kv) {
       size_t e = (size_t)s * row + i;
       if (within_one_step(C, gpu, ref, e)) continue;
       if (bad++ < 8)
-        fail(f, step, "%s[slot %lld, head %zu, channel %zu]: gpu %g, reference %g (more than one step)",
+        fail(f, step,
+             "%s[slot %lld, head %zu, channel %zu]: gpu %g, reference %g (more than one step)",
              name, (long long)s, i / (size_t)f->c.head_size, i % (size_t)f->c.head_size,
              load_elem(C, gpu, e), load_elem(C, ref, e));
     }
@@ -695,20 +738,22 @@ static int compare_cache(fixture *f, int step, int kv) {
   return bad == 0;
 }
 
-/* ---- runs --------------------------------------------------------------------------------------- */
+/* ---- runs ------------------------------------------------------------------------------------ */
 
 static void begin_step(fixture *f, int step) {
   fill_step_inputs(f, step);
   expected_slots(f);
   for (int kv = 0; kv < 2; kv++)
-    if (f->cache_start[kv]) memcpy(f->cache_start[kv], f->h_in[PA_IN_KEY_CACHE + kv], f->in_bytes[PA_IN_KEY_CACHE + kv]);
+    if (f->cache_start[kv])
+      memcpy(f->cache_start[kv], f->h_in[PA_IN_KEY_CACHE + kv], f->in_bytes[PA_IN_KEY_CACHE + kv]);
 }
 
 /* After a step the host caches continue from the GPU's, so both sides start the next step from the
  * same bytes. */
 static void end_step(fixture *f) {
   for (int kv = 0; kv < 2; kv++)
-    if (f->gpu_cache[kv]) memcpy(f->h_in[PA_IN_KEY_CACHE + kv], f->gpu_cache[kv], f->in_bytes[PA_IN_KEY_CACHE + kv]);
+    if (f->gpu_cache[kv])
+      memcpy(f->h_in[PA_IN_KEY_CACHE + kv], f->gpu_cache[kv], f->in_bytes[PA_IN_KEY_CACHE + kv]);
 }
 
 static int launch(fixture *f, int step) {
@@ -746,7 +791,8 @@ static int run_case(const gpu_case *c, pa_backend backend, unsigned seed, int st
       break;
     }
     if (graph && !graph_exec) { /* captured once, before the first replay */
-      if (!cuda_ok(&f, cudaStreamBeginCapture(f.stream, cudaStreamCaptureModeGlobal), "begin capture") ||
+      if (!cuda_ok(&f, cudaStreamBeginCapture(f.stream, cudaStreamCaptureModeGlobal),
+                   "begin capture") ||
           !launch(&f, step) ||
           !cuda_ok(&f, cudaStreamEndCapture(f.stream, &graph_def), "end capture") ||
           !cuda_ok(&f, cudaGraphInstantiate(&graph_exec, graph_def, 0), "graph instantiate")) {
@@ -754,7 +800,8 @@ static int run_case(const gpu_case *c, pa_backend backend, unsigned seed, int st
         break;
       }
     }
-    int launched = graph ? cuda_ok(&f, cudaGraphLaunch(graph_exec, f.stream), "graph launch") : launch(&f, step);
+    int launched = graph ? cuda_ok(&f, cudaGraphLaunch(graph_exec, f.stream), "graph launch")
+                         : launch(&f, step);
     if (!launched || !download(&f) || !compare_step(&f, step)) result = GPU_FAIL;
     end_step(&f);
   }
@@ -772,7 +819,7 @@ int gpu_case_run_graph(const gpu_case *c, pa_backend backend, unsigned seed, int
   return run_case(c, backend, seed, steps > 0 ? steps : 1, 1);
 }
 
-/* ---- prologue-only mode ------------------------------------------------------------------------ */
+/* ---- prologue-only mode ---------------------------------------------------------------------- */
 
 /* The prologue's Q (doc/semantics.md steps 1-4) on the host: the oracle for the staged copy. */
 static void host_prologue_q(const fixture *f, void *q_out) {
@@ -787,11 +834,13 @@ static void host_prologue_q(const fixture *f, void *q_out) {
       int32_t p = positions ? positions[t] : past[b] + j;
       for (int32_t h = 0; h < H; h++) {
         for (int32_t i = 0; i < D; i++)
-          x[i] = load_elem(T, f->h_in[PA_IN_QUERY], (size_t)(t * f->row_heads * D + (int64_t)h * D + i));
+          x[i] = load_elem(T, f->h_in[PA_IN_QUERY],
+                           (size_t)(t * f->row_heads * D + (int64_t)h * D + i));
         if (c->qk_norm) {
           double sum = 0;
           for (int32_t i = 0; i < D; i++) sum += (double)x[i] * x[i];
-          float inv = 1.0f / sqrtf((float)(sum / D) + (c->qk_norm_epsilon ? c->qk_norm_epsilon : 1e-6f));
+          float inv =
+              1.0f / sqrtf((float)(sum / D) + (c->qk_norm_epsilon ? c->qk_norm_epsilon : 1e-6f));
           for (int32_t i = 0; i < D; i++)
             x[i] = x[i] * inv * load_elem(T, f->h_in[PA_IN_Q_NORM_WEIGHT], (size_t)i);
         }
@@ -807,7 +856,8 @@ static void host_prologue_q(const fixture *f, void *q_out) {
             x[i2] = x2 * cs + x1 * sn;
           }
         }
-        for (int32_t i = 0; i < D; i++) store_elem(T, q_out, (size_t)(t * H * D + (int64_t)h * D + i), x[i]);
+        for (int32_t i = 0; i < D; i++)
+          store_elem(T, q_out, (size_t)(t * H * D + (int64_t)h * D + i), x[i]);
       }
     }
   free(x);
@@ -821,9 +871,10 @@ static int compare_staged_q(fixture *f, const void *gpu_q) {
   for (int64_t e = 0; e < f->tokens_in_batch * row; e++) {
     if (within_one_step(f->c.dtype, gpu_q, expected, (size_t)e)) continue;
     if (bad++ < 8)
-      fail(f, 0, "staged q[token %lld, head %lld, channel %lld]: gpu %g, host %g", (long long)(e / row),
-           (long long)(e % row / f->c.head_size), (long long)(e % f->c.head_size),
-           load_elem(f->c.dtype, gpu_q, (size_t)e), load_elem(f->c.dtype, expected, (size_t)e));
+      fail(f, 0, "staged q[token %lld, head %lld, channel %lld]: gpu %g, host %g",
+           (long long)(e / row), (long long)(e % row / f->c.head_size),
+           (long long)(e % f->c.head_size), load_elem(f->c.dtype, gpu_q, (size_t)e),
+           load_elem(f->c.dtype, expected, (size_t)e));
   }
   free(expected);
   return bad == 0;
@@ -862,7 +913,8 @@ int gpu_case_run_prologue(const gpu_case *c, unsigned seed) {
     }
     if (result == GPU_PASS && staged) {
       gpu_q = malloc(ws.q_bytes);
-      if (!cuda_ok(&f, cudaMemcpyAsync(gpu_q, staged, ws.q_bytes, cudaMemcpyDeviceToHost, f.stream), "download q"))
+      if (!cuda_ok(&f, cudaMemcpyAsync(gpu_q, staged, ws.q_bytes, cudaMemcpyDeviceToHost, f.stream),
+                   "download q"))
         result = GPU_FAIL;
     }
     if (result == GPU_PASS && !download(&f)) result = GPU_FAIL;
@@ -880,13 +932,17 @@ int gpu_case_run_prologue(const gpu_case *c, unsigned seed) {
   return result;
 }
 
-/* ---- matrices ---------------------------------------------------------------------------------- */
+/* ---- matrices -------------------------------------------------------------------------------- */
 
 void gpu_matrix_count(gpu_matrix_result *r, int result) {
-  if (result == GPU_PASS) r->passed++;
-  else if (result == GPU_UNSUPPORTED) r->unsupported++;
-  else if (result == GPU_SKIP) r->skipped++;
-  else r->failed++;
+  if (result == GPU_PASS)
+    r->passed++;
+  else if (result == GPU_UNSUPPORTED)
+    r->unsupported++;
+  else if (result == GPU_SKIP)
+    r->skipped++;
+  else
+    r->failed++;
 }
 
 void gpu_matrix_add(gpu_matrix_result *a, gpu_matrix_result b) {
@@ -926,11 +982,14 @@ gpu_matrix_result gpu_run_matrix_mode(const gpu_case *base, const gpu_axis *axes
     c.name = name;
     if (filter && !filter(&c)) continue;
     unsigned case_seed = seed + (unsigned)index;
-    int result = mode == GPU_MODE_GRAPH      ? gpu_case_run_graph(&c, backend, case_seed, graph_steps)
+    int result = mode == GPU_MODE_GRAPH ? gpu_case_run_graph(&c, backend, case_seed, graph_steps)
                  : mode == GPU_MODE_PROLOGUE ? gpu_case_run_prologue(&c, case_seed)
                                              : gpu_case_run(&c, backend, case_seed);
     if (verbose() || result == GPU_FAIL)
-      fprintf(stderr, "%s %s (seed %u)\n", result == GPU_PASS ? "ok  " : result == GPU_FAIL ? "FAIL" : "skip",
+      fprintf(stderr, "%s %s (seed %u)\n",
+              result == GPU_PASS   ? "ok  "
+              : result == GPU_FAIL ? "FAIL"
+                                   : "skip",
               name, case_seed);
     gpu_matrix_count(&r, result);
     if (result == GPU_SKIP) break; /* no device: the rest would say the same */

@@ -8,10 +8,10 @@
  *              Token rows beyond cu[B] must be zeros.
  *   caches     every slot the case's tokens write (computed by the harness from the inputs,
  *              independently of the library): within 1 ULP of the reference (T caches; or 2e-6
- *              absolute near zero, where RoPE's cancellation magnifies fp32 rounding differences) or
- *              one quantization step (int8: 1; fp8: adjacent codes). Every other byte of both caches
- *              must be identical to its random initial value (the canaries), on the GPU and in the
- *              reference.
+ *              absolute near zero, where RoPE's cancellation magnifies fp32 rounding
+ *              differences) or one quantization step (int8: 1; fp8: adjacent codes). Every
+ *              other byte of both caches must be identical to its random initial value (the
+ *              canaries), on the GPU and in the reference.
  *   output_qk  as the output (float32 output_qk: the T tolerance of the case); -inf must match
  *              exactly.
  * Inputs are never zeros; caches start filled with random valid values (quantized caches: random
@@ -110,7 +110,8 @@ typedef struct gpu_case {
   int32_t batch_size;              /* required, >= 1 */
   const int32_t *q_lens;           /* batch_size new-token counts, or NULL = random in
                                       [1, max_q_len] ([0, max_q_len] with zero_q_lens) */
-  const int32_t *past_lens;        /* batch_size cached lengths, or NULL = random in [0, max_past_len] */
+  const int32_t *past_lens;        /* batch_size cached lengths, or NULL = random in
+                                      [0, max_past_len] */
   int32_t max_q_len;               /* 0 = 1 */
   int32_t max_past_len;            /* 0 = no past */
   int32_t zero_q_lens;             /* random lengths: about 1 in 4 sequences has no new token */
@@ -135,7 +136,8 @@ typedef struct gpu_case {
   float qk_norm_epsilon;           /* 0 = the default 1e-6 */
   gpu_slots slots;
   int32_t head_sink;
-  int32_t query_positions;         /* present: each sequence's positions [past, past+q_len), reversed */
+  int32_t query_positions;         /* present: each sequence's positions [past, past+q_len),
+                                      in reverse order */
   gpu_bias bias;
   int32_t qk_output;               /* 0, 1, 2 */
   pa_dtype qk_dtype;               /* 0 = PA_DTYPE_FLOAT32 */
@@ -152,8 +154,8 @@ int gpu_available(void);
 /* The run's seed: PA_TEST_SEED from the environment, else time-based. Printed once to stderr. */
 unsigned gpu_test_seed(void);
 
-/* 1 when PA_GPU_TEST_QUICK=1 (tools/gpu-check.sh sets it under compute-sanitizer): tests should then
- * run a reduced matrix. */
+/* 1 when PA_GPU_TEST_QUICK=1 (tools/gpu-check.sh sets it under compute-sanitizer): tests should
+ * then run a reduced matrix. */
 int gpu_test_quick(void);
 
 /* Plans c (forcing backend unless PA_BACKEND_AUTO), runs pa_execute once (eager) and the reference,
@@ -161,10 +163,10 @@ int gpu_test_quick(void);
 int gpu_case_run(const gpu_case *c, pa_backend backend, unsigned seed);
 
 /*
- * CUDA-graph mode: captures one pa_execute on a stream and replays it for `steps` steps. Before each
- * replay the harness (not the library) updates the device inputs with cudaMemcpyAsync on the same
- * stream: fresh query/key/value rows, past_lens advanced by each sequence's q_len (cu stays: the
- * plan's token_count is fixed), and slot_mapping / query_positions for the new positions. Each
+ * CUDA-graph mode: captures one pa_execute on a stream and replays it for `steps` steps. Before
+ * each replay the harness (not the library) updates the device inputs with cudaMemcpyAsync on the
+ * same stream: fresh query/key/value rows, past_lens advanced by each sequence's q_len (cu stays:
+ * the plan's token_count is fixed), and slot_mapping / query_positions for the new positions. Each
  * replay is compared with the reference of that step, the host caches carried from step to step.
  * Blocks are sized for the last step.
  */

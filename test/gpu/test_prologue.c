@@ -16,10 +16,10 @@ static int valid_combination(const gpu_case *c) {
 }
 
 #define RUN(result, base, axes_array)                                                            \
-  gpu_matrix_add(&(result), gpu_run_matrix_mode(&(base), (axes_array),                           \
-                                                (int)(sizeof(axes_array) / sizeof((axes_array)[0])), \
-                                                valid_combination, PA_BACKEND_REFERENCE, seed++,   \
-                                                GPU_MODE_PROLOGUE, 0))
+  gpu_matrix_add(&(result),                                                                      \
+                 gpu_run_matrix_mode(                                                            \
+                     &(base), (axes_array), (int)(sizeof(axes_array) / sizeof((axes_array)[0])), \
+                     valid_combination, PA_BACKEND_REFERENCE, seed++, GPU_MODE_PROLOGUE, 0))
 
 int main(void) {
   if (!gpu_available()) {
@@ -61,9 +61,11 @@ int main(void) {
   rope.rotary = 1;
   rope.rotary_dim = 64;
   {
-    const gpu_axis axes[] = {GPU_AXIS(rotary_interleaved, 0, 1), GPU_AXIS(rotary_offset, 0, 64),
+    const gpu_axis axes[] = {GPU_AXIS(rotary_interleaved, 0, 1),
+                             GPU_AXIS(rotary_offset, 0, 64),
                              GPU_AXIS(rotary_dim, 64, 36), /* 36: pairs straddle 8-channel chunks */
-                             GPU_AXIS(rotary_positions, 0, 30), GPU_AXIS(query_positions, 0, 1),
+                             GPU_AXIS(rotary_positions, 0, 30),
+                             GPU_AXIS(query_positions, 0, 1),
                              GPU_AXIS(qk_norm, 0, 1)};
     RUN(all, rope, axes);
   }
@@ -98,11 +100,11 @@ int main(void) {
   quant.rotary = 1;
   quant.qk_norm = 1;
   {
-    const gpu_axis axes[] = {
-        GPU_AXIS(cache_dtype, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
-        GPU_AXIS(k_quant, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL),
-        GPU_AXIS(v_quant, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL),
-        GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16), GPU_AXIS(packed, 0, 1)};
+    const gpu_axis axes[] = {GPU_AXIS(cache_dtype, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
+                             GPU_AXIS(k_quant, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL),
+                             GPU_AXIS(v_quant, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL),
+                             GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16),
+                             GPU_AXIS(packed, 0, 1)};
     RUN(all, quant, axes);
   }
 
@@ -154,7 +156,8 @@ int main(void) {
         GPU_AXIS(num_heads, 1, 16),
         GPU_AXIS(cache_dtype, 0, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
         GPU_AXIS(k_quant, PA_QUANT_NONE, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL),
-        GPU_AXIS(block_size, 16, 64), GPU_AXIS(slots, GPU_SLOTS_NONE, GPU_SLOTS_WITH_INVALID),
+        GPU_AXIS(block_size, 16, 64),
+        GPU_AXIS(slots, GPU_SLOTS_NONE, GPU_SLOTS_WITH_INVALID),
         GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16)};
     RUN(all, mla, axes);
   }
