@@ -792,9 +792,13 @@ static int run_case(const gpu_case *c, pa_backend backend, unsigned seed, int st
     }
     if (graph && !graph_exec) { /* captured once, before the first replay */
       if (!cuda_ok(&f, cudaStreamBeginCapture(f.stream, cudaStreamCaptureModeGlobal),
-                   "begin capture") ||
-          !launch(&f, step) ||
-          !cuda_ok(&f, cudaStreamEndCapture(f.stream, &graph_def), "end capture") ||
+                   "begin capture")) {
+        result = GPU_FAIL;
+        break;
+      }
+      int captured = launch(&f, step); /* the capture is ended either way */
+      captured &= cuda_ok(&f, cudaStreamEndCapture(f.stream, &graph_def), "end capture");
+      if (!captured ||
           !cuda_ok(&f, cudaGraphInstantiate(&graph_exec, graph_def, 0), "graph instantiate")) {
         result = GPU_FAIL;
         break;
