@@ -1,13 +1,21 @@
 // The UNFUSED backend (contract §5): the correctness fallback that serves every request the schema
 // allows, and the only home of output_qk. Per step, on the caller's stream:
 //   1. gather Q into Q_g[b][kv_head][member * max_q + j][D] (the group's query heads stacked on M),
-//   2. gather each sequence's key range (window-clamped) from the pages into dense, dequantized
-//      K_g[b][kv_head][kv_rows][D] and V_g (LATENT: V is the leading v_head_size channels of K_g),
-//      zeros where a row is unmapped or beyond the sequence, with a per-row "mapped" flag,
-//   3. S = Q_g K_g^T, a strided-batched cuBLASLt GEMM over (b, kv_head) with fp32 output,
-//   4. one masked-softmax pass per row (scale, softcap, bias, masks, sink) writing P in T in place
-//      over S, and output_qk,
-//   5. O = P V_g (cuBLASLt, fp32), then each token's rows scattered to output (rounded to T).
+//   2. gather each sequence's key range (window-clamped) from the pages into dense K_g[b][kv_head]
+//      [kv_rows][D] and V_g, dequantized to fp32 (LATENT: V is the leading v_head_size channels of
+//      K_g), zeros where a row is unmapped or beyond the sequence, with a per-row "mapped" flag,
+//   3. S = Q_g K_g^T, a strided-batched cuBLASLt GEMM over (b, kv_head),
+//   4. one masked-softmax pass per row (scale, softcap, bias, masks, sink) writing P over S in
+//      place, and output_qk,
+//   5. O = P V_g (cuBLASLt), then each token's rows scattered to output (rounded to T).
+// Precision: Q_g, K_g, V_g, S, P and O are fp32 and both GEMMs are true fp32 (CUBLAS_COMPUTE_32F,
+// not TF32), so UNFUSED computes what doc/semantics.md says (dequantized values and P in fp32,
+// rounded once to T at the end) up to the order of fp32 sums. Rounding to T before a GEMM does not
+// fit the 2e-2 output tolerance: with bf16 over int8 caches (values up to ~5), rounding V and P to T
+// cost up to 0.012 * (1 + |out|) on cancelling outputs, and rounding the dequantized K to T
+// alone (2^-9 relative per channel: a score error of ~0.0035 rms at D = 80) up to 0.019, growing
+// with the scale (simulated: 320k outputs, D = 80, 6..30 keys, the Python suite's data). Cost:
+// gathers and scratch twice the size of T ones, and GEMMs on fp32 units rather than tensor cores.
 // Every extent comes from static shapes and the clamped bounds (max_query_len, max_kv_len), so the
 // launches are replay-invariant; per-step lengths are read on the device.
 #include <cublasLt.h>
@@ -90,7 +98,7 @@ static bool checked_product(uint64_t *out, uint64_t a, uint64_t b, uint64_t c) {
 // (UINT64_MAX when it overflows 64 bits); the return says whether it is within kMaxWorkspaceBytes.
 static bool layout_for(const pa__problem *p, const unfused_extents &e, unfused_layout *w,
                        uint64_t *total_bytes) {
-  const uint64_t t_size = pa_dtype_size(p->dtype), batches = (uint64_t)e.batches;
+  const uint64_t batches = (uint64_t)e.batches;
   const uint64_t q_rows = (uint64_t)e.q_rows, kv_rows = (uint64_t)e.kv_rows;
   const uint64_t v_head_size = p->input_mode == PA__MODE_LATENT ? 0 : (uint64_t)p->v_head_size;
   uint64_t q_elems, k_elems, v_elems, score_elems, out_elems, cursor = 0;
@@ -99,9 +107,9 @@ static bool layout_for(const pa__problem *p, const unfused_extents &e, unfused_l
             checked_product(&v_elems, batches, kv_rows, v_head_size) &&
             checked_product(&score_elems, batches, q_rows, kv_rows) &&
             checked_product(&out_elems, batches, q_rows, (uint64_t)p->v_head_size);
-  ok = ok && add_region(&cursor, &w->q_offset, q_elems, t_size);
-  ok = ok && add_region(&cursor, &w->k_offset, k_elems, t_size);
-  ok = ok && add_region(&cursor, &w->v_offset, v_elems, t_size);  // LATENT: V lies in K_g
+  ok = ok && add_region(&cursor, &w->q_offset, q_elems, sizeof(float));
+  ok = ok && add_region(&cursor, &w->k_offset, k_elems, sizeof(float));
+  ok = ok && add_region(&cursor, &w->v_offset, v_elems, sizeof(float));  // LATENT: V lies in K_g
   ok = ok && add_region(&cursor, &w->scores_offset, score_elems, sizeof(float));
   ok = ok && add_region(&cursor, &w->out_offset, out_elems, sizeof(float));
   ok = ok && add_region(&cursor, &w->mapped_offset, (uint64_t)p->batch_size * kv_rows, 1);
@@ -136,10 +144,10 @@ struct unfused_args {
   const void *attention_bias, *head_sink;
   void *output, *output_qk;
 
-  void *q_gathered, *k_gathered, *v_gathered;  // v_gathered == k_gathered in LATENT
-  float *scores;                               // P (in T) is written over each row in place
+  float *q_gathered, *k_gathered, *v_gathered;  // v_gathered == k_gathered in LATENT
+  float *scores;                                // P is written over each row in place
   float *out_gathered;
-  uint8_t *key_mapped;                         // [b][kv_rows]: 1 = a mapped key inside the range
+  uint8_t *key_mapped;                          // [b][kv_rows]: 1 = a mapped key inside the range
 };
 
 // The keys of sequence b that were gathered: positions [start, start + count).
@@ -158,8 +166,8 @@ __device__ key_range gathered_keys(const unfused_args &a, int b) {
 
 // Copies (and dequantizes) key position `key` of every KV head into the gathered buffer, or zeros
 // when block_id is unmapped (-1).
-template <typename T, typename C>
-__device__ void gather_cache_row(T *dst, int64_t dst_head_stride, const C *cache,
+template <typename C>
+__device__ void gather_cache_row(float *dst, int64_t dst_head_stride, const C *cache,
                                  const paged_kv_layout &kv, int32_t block_id, int64_t key,
                                  const float *scale, pa_quant_type quant) {
   const int chunks = kv.head_size / 8;
@@ -169,14 +177,14 @@ __device__ void gather_cache_row(T *dst, int64_t dst_head_stride, const C *cache
     if (block_id >= 0)
       load_dequant8(kv_row(cache, kv, block_id, key, kv_head), channel, scale, quant, kv_head,
                     kv.head_size, x);
-    T *out = dst + kv_head * dst_head_stride + channel;
+    float *out = dst + kv_head * dst_head_stride + channel;
 #pragma unroll
-    for (int e = 0; e < 8; e++) out[e] = from_float<T>(x[e]);
+    for (int e = 0; e < 8; e++) out[e] = x[e];
   }
 }
 
 // One block per (sequence b, gathered row c): key position start + c.
-template <typename T, typename C>
+template <typename C>
 __global__ void gather_keys_kernel(unfused_args a) {
   for (int64_t row = blockIdx.x; row < (int64_t)a.batch * a.kv_rows; row += gridDim.x) {
     const int b = (int)(row / a.kv_rows);
@@ -190,11 +198,11 @@ __global__ void gather_keys_kernel(unfused_args a) {
     if (threadIdx.x == 0) a.key_mapped[row] = block_id >= 0;
     const int64_t head_stride = a.kv_rows * a.head_size;
     const int64_t first = (int64_t)b * a.kv_heads * head_stride + c * a.head_size;
-    gather_cache_row(static_cast<T *>(a.k_gathered) + first, head_stride,
+    gather_cache_row(a.k_gathered + first, head_stride,
                      static_cast<const C *>(a.key_cache), a.kv, block_id, key, a.k_scale,
                      a.k_quant);
     if (a.value_cache)
-      gather_cache_row(static_cast<T *>(a.v_gathered) + first, head_stride,
+      gather_cache_row(a.v_gathered + first, head_stride,
                        static_cast<const C *>(a.value_cache), a.kv, block_id, key, a.v_scale,
                        a.v_quant);
   }
@@ -216,8 +224,8 @@ __global__ void gather_queries_kernel(unfused_args a) {
     const T *src = static_cast<const T *>(a.q_attn) + t * a.q_row_stride;
     for (int i = threadIdx.x; i < a.heads * a.head_size; i += blockDim.x) {
       const int h = i / a.head_size;
-      static_cast<T *>(a.q_gathered)[gathered_query_row(a, b, h, j) * a.head_size +
-                                     i % a.head_size] = src[i];
+      a.q_gathered[gathered_query_row(a, b, h, j) * a.head_size + i % a.head_size] =
+          to_float(src[i]);
     }
   }
 }
@@ -274,9 +282,8 @@ __device__ float key_logit(const unfused_args &a, float dot, bool mapped, int b,
 }
 
 // One block per row of S (sequence b, KV head, member of the group, query j). Padding rows get P = 0.
-// Pass 1 turns dot products into logits (masked = -inf), pass 2 sums, pass 3 writes P in T over the
-// start of the same row: P[c] occupies bytes [2c, 2c + 2) of the row, below S[c], so a barrier between
-// reading a chunk of S and writing its P keeps the pass race-free.
+// Pass 1 turns dot products into logits (masked = -inf), pass 2 sums, pass 3 writes P over them; each
+// thread reads and writes only its own elements, so the passes need no barrier of their own.
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads) masked_softmax_kernel(unfused_args a) {
   __shared__ float reduce_scratch[kRowThreads / 32];
@@ -287,11 +294,10 @@ __global__ void __launch_bounds__(kRowThreads) masked_softmax_kernel(unfused_arg
     const int h = (int)(row % rows_per_sequence / a.q_rows) * a.group + (int)(r / a.max_q);
     const int64_t j = r % a.max_q;
     float *scores = a.scores + row * a.kv_rows;
-    T *probs = reinterpret_cast<T *>(scores);
     const int64_t q_len = (int64_t)a.cu_seqlens[b + 1] - a.cu_seqlens[b];
     const int64_t t = (int64_t)a.cu_seqlens[b] + j;
     if (j >= q_len || t < 0 || t >= a.tokens) {
-      for (int64_t c = threadIdx.x; c < a.kv_rows; c += blockDim.x) probs[c] = from_float<T>(0.0f);
+      for (int64_t c = threadIdx.x; c < a.kv_rows; c += blockDim.x) scores[c] = 0.0f;
       continue;
     }
     const int64_t q_pos = a.query_positions ? a.query_positions[t] : a.past_seqlens[b] + j;
@@ -322,13 +328,11 @@ __global__ void __launch_bounds__(kRowThreads) masked_softmax_kernel(unfused_arg
     den = block_reduce(den, sum_op(), reduce_scratch);
     if (a.head_sink) den += expf(sink - m);
 
-    for (int64_t base = 0; base < a.kv_rows; base += blockDim.x) {
-      const int64_t c = base + threadIdx.x;
-      const float s = c < a.kv_rows ? scores[c] : -INFINITY;
-      __syncthreads();
+    for (int64_t c = threadIdx.x; c < a.kv_rows; c += blockDim.x) {
+      const float s = scores[c];
       const float prob = any_admitted && s > -INFINITY ? expf(s - m) / den : 0.0f;
-      if (c < a.kv_rows) probs[c] = from_float<T>(prob);
-      if (a.qk_output == 2 && c < a.kv_rows && keys.start + c < a.qk_capacity)
+      scores[c] = prob;
+      if (a.qk_output == 2 && keys.start + c < a.qk_capacity)
         store_qk(a, qk_row + keys.start + c, prob);
     }
   }
@@ -360,7 +364,7 @@ __global__ void scatter_output_kernel(unfused_args a) {
 
 // ---- cuBLASLt ------------------------------------------------------------------------------------
 
-// One strided-batched GEMM D = op(A) B, column-major as cuBLASLt sees it, fp32 accumulate and output.
+// One strided-batched GEMM D = op(A) B, column-major as cuBLASLt sees it, all in fp32.
 struct gemm_plan {
   cublasLtMatmulDesc_t desc;
   cublasLtMatrixLayout_t a, b, d;
@@ -371,8 +375,8 @@ struct unfused_state {
   unfused_extents extents;
   unfused_layout layout;
   cublasLtHandle_t handle;
-  gemm_plan scores_gemm;  // S^T = K_g (T) x Q_g^T: m = kv_rows, n = q_rows, k = head_size
-  gemm_plan output_gemm;  // O^T = V_g^T x P^T:      m = v_head_size, n = q_rows, k = kv_rows
+  gemm_plan scores_gemm;  // S^T = K_g x Q_g^T:   m = kv_rows, n = q_rows, k = head_size
+  gemm_plan output_gemm;  // O^T = V_g^T x P^T:   m = v_head_size, n = q_rows, k = kv_rows
 };
 
 static pa_status cublas_fail(cublasStatus_t s, const char *what) {
@@ -405,16 +409,16 @@ struct gemm_shape {
 };
 
 // Creates the descriptors and picks the algorithm (plan time: contract §3 rule 5).
-static pa_status make_gemm(cublasLtHandle_t handle, gemm_plan *g, cudaDataType_t input_type,
-                           const gemm_shape &s, const char *what) {
+static pa_status make_gemm(cublasLtHandle_t handle, gemm_plan *g, const gemm_shape &s,
+                           const char *what) {
   PA_CUBLAS(cublasLtMatmulDescCreate(&g->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), what);
   const cublasOperation_t op_a = s.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   PA_CUBLAS(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a),
             what);
-  PA_CUBLAS(make_layout(&g->a, input_type, s.transpose_a ? s.k : s.m, s.transpose_a ? s.m : s.k,
+  PA_CUBLAS(make_layout(&g->a, CUDA_R_32F, s.transpose_a ? s.k : s.m, s.transpose_a ? s.m : s.k,
                         s.lda, s.batch, s.stride_a),
             what);
-  PA_CUBLAS(make_layout(&g->b, input_type, s.k, s.n, s.ldb, s.batch, s.stride_b), what);
+  PA_CUBLAS(make_layout(&g->b, CUDA_R_32F, s.k, s.n, s.ldb, s.batch, s.stride_b), what);
   PA_CUBLAS(make_layout(&g->d, CUDA_R_32F, s.m, s.n, s.ldd, s.batch, s.stride_d), what);
   cublasLtMatmulPreference_t preference;
   PA_CUBLAS(cublasLtMatmulPreferenceCreate(&preference), what);
@@ -446,21 +450,19 @@ static void destroy_gemm(gemm_plan *g) {
 
 static pa_status setup_gemms(unfused_state *st, const pa__problem *p) {
   const unfused_extents &e = st->extents;
-  const cudaDataType_t t_type = p->dtype == PA_DTYPE_BFLOAT16 ? CUDA_R_16BF : CUDA_R_16F;
   const int64_t v_row = p->input_mode == PA__MODE_LATENT ? p->head_size : p->v_head_size;
   PA_CUBLAS(cublasLtCreate(&st->handle), "handle");
   gemm_shape scores = {true, (uint64_t)e.kv_rows, (uint64_t)e.q_rows, (uint64_t)p->head_size,
                        p->head_size, e.kv_rows * p->head_size,
                        p->head_size, e.q_rows * p->head_size,
                        e.kv_rows, e.q_rows * e.kv_rows, (int32_t)e.batches};
-  pa_status s = make_gemm(st->handle, &st->scores_gemm, t_type, scores, "scores GEMM");
+  pa_status s = make_gemm(st->handle, &st->scores_gemm, scores, "scores GEMM");
   if (s != PA_SUCCESS) return s;
-  // P in T lies over S (fp32): its leading dimension is twice kv_rows, in elements of T.
   gemm_shape output = {false, (uint64_t)p->v_head_size, (uint64_t)e.q_rows, (uint64_t)e.kv_rows,
                        v_row, e.kv_rows * v_row,
-                       2 * e.kv_rows, e.q_rows * 2 * e.kv_rows,
+                       e.kv_rows, e.q_rows * e.kv_rows,
                        p->v_head_size, e.q_rows * p->v_head_size, (int32_t)e.batches};
-  return make_gemm(st->handle, &st->output_gemm, t_type, output, "output GEMM");
+  return make_gemm(st->handle, &st->output_gemm, output, "output GEMM");
 }
 
 static void destroy_state(unfused_state *st) {
@@ -519,7 +521,7 @@ template <typename T, typename C>
 static void launch_gathers(const unfused_args &a, cudaStream_t stream) {
   const int64_t key_rows = (int64_t)a.batch * a.kv_rows;
   gather_queries_kernel<T><<<(unsigned)min64(a.tokens, kMaxGrid), kCopyThreads, 0, stream>>>(a);
-  gather_keys_kernel<T, C><<<(unsigned)min64(key_rows, kMaxGrid), kCopyThreads, 0, stream>>>(a);
+  gather_keys_kernel<C><<<(unsigned)min64(key_rows, kMaxGrid), kCopyThreads, 0, stream>>>(a);
 }
 
 template <typename T>
@@ -608,9 +610,11 @@ static pa_status unfused_run(const pa_plan *plan, const pa__io *io, pa__stream s
   a.head_sink = io->head_sink;
   a.output = io->output;
   a.output_qk = io->output_qk;
-  a.q_gathered = workspace + st->layout.q_offset;
-  a.k_gathered = workspace + st->layout.k_offset;
-  a.v_gathered = p->input_mode == PA__MODE_LATENT ? a.k_gathered : workspace + st->layout.v_offset;
+  a.q_gathered = reinterpret_cast<float *>(workspace + st->layout.q_offset);
+  a.k_gathered = reinterpret_cast<float *>(workspace + st->layout.k_offset);
+  a.v_gathered = p->input_mode == PA__MODE_LATENT
+                     ? a.k_gathered
+                     : reinterpret_cast<float *>(workspace + st->layout.v_offset);
   a.scores = reinterpret_cast<float *>(workspace + st->layout.scores_offset);
   a.out_gathered = reinterpret_cast<float *>(workspace + st->layout.out_offset);
   a.key_mapped = reinterpret_cast<uint8_t *>(workspace + st->layout.mapped_offset);
