@@ -198,13 +198,11 @@ __global__ void gather_keys_kernel(unfused_args a) {
     if (threadIdx.x == 0) a.key_mapped[row] = block_id >= 0;
     const int64_t head_stride = a.kv_rows * a.head_size;
     const int64_t first = (int64_t)b * a.kv_heads * head_stride + c * a.head_size;
-    gather_cache_row(a.k_gathered + first, head_stride,
-                     static_cast<const C *>(a.key_cache), a.kv, block_id, key, a.k_scale,
-                     a.k_quant);
+    gather_cache_row(a.k_gathered + first, head_stride, static_cast<const C *>(a.key_cache), a.kv,
+                     block_id, key, a.k_scale, a.k_quant);
     if (a.value_cache)
-      gather_cache_row(a.v_gathered + first, head_stride,
-                       static_cast<const C *>(a.value_cache), a.kv, block_id, key, a.v_scale,
-                       a.v_quant);
+      gather_cache_row(a.v_gathered + first, head_stride, static_cast<const C *>(a.value_cache),
+                       a.kv, block_id, key, a.v_scale, a.v_quant);
   }
 }
 
