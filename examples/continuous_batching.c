@@ -124,7 +124,8 @@ static void pool_release(block_pool *pool, request *r) {
 
 typedef struct step_inputs {
   int batch_size, token_count;
-  uint16_t query[MAX_STEP_TOKENS * Q_ROW], key[MAX_STEP_TOKENS * KV_ROW],
+  /* 16-byte aligned: pa_execute takes vectorized tensors (PA_ERROR_MISALIGNED otherwise) */
+  _Alignas(16) uint16_t query[MAX_STEP_TOKENS * Q_ROW], key[MAX_STEP_TOKENS * KV_ROW],
       value[MAX_STEP_TOKENS * KV_ROW], output[MAX_STEP_TOKENS * Q_ROW];
   int32_t cu_seqlens[MAX_BATCH + 1], past_seqlens[MAX_BATCH];
   int32_t block_table[MAX_BATCH * MAX_BLOCKS_PER_SEQ], slot_mapping[MAX_STEP_TOKENS];

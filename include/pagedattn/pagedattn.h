@@ -250,9 +250,12 @@ PA_API pa_backend pa_plan_backend(const pa_plan *plan);
  * plan's order (absent ones ignored). outputs[PA_OUT_KEY_CACHE] / [PA_OUT_VALUE_CACHE] are NULL or
  * the very pointers of inputs[PA_IN_KEY_CACHE] / [PA_IN_VALUE_CACHE]; the caches are updated in place.
  * Never allocates, synchronizes, or reads device memory on the host: capturable in a CUDA graph.
+ * Tensors are read and written with 16-byte vector accesses: query, key, value, the norm weights and
+ * 16-bit caches must be 16-byte aligned, 8-bit caches 8-byte aligned (cudaMalloc gives 256), the
+ * workspace PA_WORKSPACE_ALIGNMENT-aligned.
  * Returns PA_SUCCESS, or INVALID_ARGUMENT (NULL plan or required pointer, cache output not
- * aliasing its input, a host plan), WORKSPACE_TOO_SMALL, MISALIGNED, or PA_ERROR_CUDA when a launch
- * fails. token_count == 0 succeeds and launches nothing.
+ * aliasing its input, a host plan), WORKSPACE_TOO_SMALL, MISALIGNED (a pointer above), or
+ * PA_ERROR_CUDA when a launch fails. token_count == 0 succeeds and launches nothing.
  */
 PA_API pa_status pa_execute(const pa_plan *plan, const void *const inputs[PA_NUM_INPUTS],
                             void *const outputs[PA_NUM_OUTPUTS], void *workspace,
