@@ -210,10 +210,16 @@ typedef struct fixture {
   void *gpu_out[PA_NUM_OUTPUTS];                       /* the GPU's results, downloaded */
   void *cache_start[2], *gpu_cache[2];                 /* key, value: at step start; GPU's after */
   unsigned char *written;                              /* per slot: written in this step */
+  int64_t *token_slot; /* per token of the batch: the slot it writes this step, or -1 */
+  int32_t ring_n;      /* ring-buffer run: physical blocks per sequence (0: full cache) */
+  int32_t *ring;       /* ring-buffer run: (B, ring_n) block ids */
   pa_plan *plan;
   void *workspace;
   size_t workspace_bytes;
   cudaStream_t stream;
+  cudaGraph_t graph_def; /* graph mode: captured at the first step, replayed at every step */
+  cudaGraphExec_t graph_exec;
+  int result; /* of the fixture's initialization */
 } fixture;
 
 static const char *const input_names[PA_NUM_INPUTS] = {"query",
@@ -300,6 +306,8 @@ static void fixture_shape(fixture *f, int steps) {
                 : (c->zero_q_lens && rng_below(&f->r, 4) == 0) ? 0
                                                                : 1 + rng_below(&f->r, c->max_q_len);
     int32_t past = c->past_lens ? c->past_lens[b] : rng_below(&f->r, c->max_past_len + 1);
+    if (past < c->shared_prefix_blocks * c->block_size)
+      past = c->shared_prefix_blocks * c->block_size;
     f->q_lens[b] = q;
     f->past0[b] = past;
     f->tokens_in_batch += q;
@@ -317,6 +325,10 @@ static void fixture_shape(fixture *f, int steps) {
   f->qk_capacity = max_kv + 3;
   f->metadata[0] = c->metadata == GPU_METADATA_LOOSE ? max_q + 5 : max_q;
   f->metadata[1] = c->metadata == GPU_METADATA_LOOSE ? max_kv * 2 + 17 : max_kv;
+  if (c->metadata == GPU_METADATA_UNDERSIZED) { /* 0 would mean "unknown", not "too small" */
+    f->metadata[0] = max_q > 1 ? max_q / 2 : 1;
+    f->metadata[1] = max_kv > 1 ? max_kv / 2 : 1;
+  }
 
   pa_attributes *a = &f->attrs;
   pa_attributes_init(a);
@@ -410,6 +422,28 @@ static int32_t token_position(const fixture *f, int32_t b, int32_t j, int step) 
   return f->c.query_positions ? past + (f->q_lens[b] - 1 - j) : past + j;
 }
 
+/* A harness bug, not a library failure: stop loudly. */
+static void harness_assert(const fixture *f, int ok, const char *what) {
+  if (ok) return;
+  fprintf(stderr, "HARNESS BUG %s (seed %u): %s\n", f->name, f->seed, what);
+  abort();
+}
+
+/* Ring-buffer run: sequence b's table row at a step. The live range runs from the block of the
+ * oldest key the step's earliest query admits (past - W + 1) to the block of its last key; those
+ * entries map onto the ring, every other entry is -1 (below: evicted; beyond: not allocated). */
+static void fill_ring_row(fixture *f, int32_t b, int step) {
+  const int32_t bs = f->c.block_size, W = f->c.window;
+  const int32_t past = f->past0[b] + step * f->q_lens[b], kv_len = past + f->q_lens[b];
+  const int32_t first = (past - W + 1 > 0 ? past - W + 1 : 0) / bs;
+  const int32_t last = kv_len > 0 ? (kv_len - 1) / bs : -1;
+  harness_assert(f, last - first + 1 <= f->ring_n && last < f->M,
+                 "ring: the live range needs more blocks than the ring holds");
+  int32_t *row = (int32_t *)f->h_in[PA_IN_BLOCK_TABLE] + (int64_t)b * f->M;
+  for (int32_t i = 0; i < f->M; i++)
+    row[i] = i >= first && i <= last ? f->ring[(int64_t)b * f->ring_n + i % f->ring_n] : -1;
+}
+
 /* Per-step inputs: fresh Q/K/V rows, past lengths, positions and slots. */
 static void fill_step_inputs(fixture *f, int step) {
   const gpu_case *c = &f->c;
@@ -424,6 +458,7 @@ static void fill_step_inputs(fixture *f, int step) {
   const int64_t cache_slots = (int64_t)f->num_blocks * c->block_size;
   int64_t t = 0;
   for (int32_t b = 0; b < f->B; b++) {
+    if (f->ring_n) fill_ring_row(f, b, step);
     for (int32_t j = 0; j < f->q_lens[b]; j++, t++) {
       int32_t p = token_position(f, b, j, step);
       if (positions) positions[t] = p;
@@ -431,11 +466,18 @@ static void fill_step_inputs(fixture *f, int step) {
       int32_t id = p / c->block_size < f->M ? table[(int64_t)b * f->M + p / c->block_size] : -1;
       int64_t slot =
           id >= 0 && id < f->num_blocks ? (int64_t)id * c->block_size + p % c->block_size : -1;
+      if (f->ring_n) {
+        const int32_t ring_id = f->ring[(int64_t)b * f->ring_n + p / c->block_size % f->ring_n];
+        harness_assert(f, slot == (int64_t)ring_id * c->block_size + p % c->block_size,
+                       "ring: a new token's slot is not ring[i % N] * block_size + p % block_size");
+      }
       if (c->slots == GPU_SLOTS_WITH_INVALID && rng_below(&f->r, 5) == 0) {
-        int kind = rng_below(&f->r, 3);
+        int kind = rng_below(&f->r, 5);
         slot = kind == 0   ? -1
                : kind == 1 ? cache_slots + rng_below(&f->r, 1000)
-                           : -2 - rng_below(&f->r, 1000);
+               : kind == 2 ? -2 - rng_below(&f->r, 1000)
+               : kind == 3 ? INT32_MIN + rng_below(&f->r, 1000)
+                           : INT32_MAX - rng_below(&f->r, 1000);
       }
       slots[t] = (int32_t)slot;
     }
@@ -468,7 +510,11 @@ static void expected_slots(fixture *f) {
           if (id >= 0 && id < f->num_blocks) slot = (int64_t)id * c->block_size + p % c->block_size;
         }
       }
-      if (slot >= 0 && slot < cache_slots) f->written[slot] = 1;
+      if (slot < 0 || slot >= cache_slots) slot = -1;
+      /* two tokens on one slot would be a contract violation (a race on the GPU) */
+      harness_assert(f, slot < 0 || !f->written[slot], "two tokens of a step write one slot");
+      if (slot >= 0) f->written[slot] = 1;
+      f->token_slot[t] = slot;
     }
   }
 }
@@ -492,9 +538,18 @@ static void fill_constant_inputs(fixture *f) {
   int32_t *table = f->h_in[PA_IN_BLOCK_TABLE];
   for (int64_t i = 0; i < (int64_t)f->B * f->M; i++) {
     table[i] = ids[i];
-    if (c->unmapped_blocks && rng_below(&f->r, 8) == 0)
-      table[i] = rng_below(&f->r, 2) ? -1 : f->num_blocks + rng_below(&f->r, 100);
+    if (c->unmapped_blocks && rng_below(&f->r, 8) == 0) {
+      int32_t kind = rng_below(&f->r, 5);
+      table[i] = kind == 0   ? -1
+                 : kind == 1 ? f->num_blocks + rng_below(&f->r, 100)
+                 : kind == 2 ? -2 - rng_below(&f->r, 1000)
+                 : kind == 3 ? INT32_MIN + rng_below(&f->r, 1000)
+                             : INT32_MAX - rng_below(&f->r, 1000);
+    }
   }
+  for (int32_t b = 1; b < f->B; b++) /* the common prefix: sequence 0's blocks */
+    for (int32_t i = 0; i < c->shared_prefix_blocks && i < f->M; i++)
+      table[(int64_t)b * f->M + i] = table[i];
   f->spare_block = ids[(int64_t)f->B * f->M];
   free(ids);
 
@@ -543,6 +598,10 @@ static void fixture_free(fixture *f) {
     free(f->gpu_cache[kv]);
   }
   free(f->written);
+  free(f->token_slot);
+  free(f->ring);
+  if (f->graph_exec) cudaGraphExecDestroy(f->graph_exec);
+  if (f->graph_def) cudaGraphDestroy(f->graph_def);
   free(f->q_lens);
   free(f->past0);
   cudaFree(f->workspace);
@@ -550,9 +609,10 @@ static void fixture_free(fixture *f) {
   pa_plan_destroy(f->plan);
 }
 
-/* Shapes, host and device buffers, the plan. GPU_PASS, GPU_UNSUPPORTED or GPU_FAIL. */
-static int fixture_init(fixture *f, const gpu_case *c, const char *name, pa_backend backend,
-                        unsigned seed, int steps) {
+/* Shapes, filled host inputs and the plan (for `device`: the host self-check plans on
+ * PA_DEVICE_HOST). GPU_PASS, GPU_UNSUPPORTED or GPU_FAIL. */
+static int fixture_init_host(fixture *f, const gpu_case *c, const char *name, pa_backend backend,
+                             unsigned seed, int steps, int32_t device) {
   memset(f, 0, sizeof *f);
   f->c = *c;
   f->name = name;
@@ -562,22 +622,16 @@ static int fixture_init(fixture *f, const gpu_case *c, const char *name, pa_back
   /* every present tensor gets a buffer, an empty one (token_count 0) too: pointers are required */
   for (int i = 0; i < PA_NUM_INPUTS; i++) {
     if (f->in_desc[i].dtype == PA_DTYPE_UNDEFINED || i == PA_IN_ATTENTION_METADATA) continue;
-    size_t bytes = f->in_bytes[i] ? f->in_bytes[i] : 16;
-    f->h_in[i] = malloc(bytes);
-    if (!f->h_in[i] || !cuda_ok(f, cudaMalloc(&f->d_in[i], bytes), input_names[i]))
-      return fail(f, -1, "%s: allocation of %zu bytes failed", input_names[i], bytes);
+    f->h_in[i] = malloc(f->in_bytes[i] ? f->in_bytes[i] : 16);
+    if (!f->h_in[i]) return fail(f, -1, "%s: host allocation failed", input_names[i]);
   }
   for (int i = 0; i < PA_NUM_OUTPUTS; i++) {
     if (f->out_desc[i].dtype == PA_DTYPE_UNDEFINED) continue;
-    if (i == PA_OUT_KEY_CACHE || i == PA_OUT_VALUE_CACHE) { /* the caches are updated in place */
-      f->d_out[i] = f->d_in[i == PA_OUT_KEY_CACHE ? PA_IN_KEY_CACHE : PA_IN_VALUE_CACHE];
-      continue;
-    }
+    if (i == PA_OUT_KEY_CACHE || i == PA_OUT_VALUE_CACHE) continue; /* updated in place */
     size_t bytes = f->out_bytes[i] ? f->out_bytes[i] : 16;
     f->h_out[i] = malloc(bytes);
     f->gpu_out[i] = malloc(bytes);
-    if (!f->h_out[i] || !f->gpu_out[i] || !cuda_ok(f, cudaMalloc(&f->d_out[i], bytes), "outputs"))
-      return fail(f, -1, "outputs: allocation of %zu bytes failed", bytes);
+    if (!f->h_out[i] || !f->gpu_out[i]) return fail(f, -1, "outputs: host allocation failed");
   }
   for (int kv = 0; kv < 2; kv++) {
     size_t bytes = f->in_bytes[PA_IN_KEY_CACHE + kv];
@@ -586,11 +640,13 @@ static int fixture_init(fixture *f, const gpu_case *c, const char *name, pa_back
     f->gpu_cache[kv] = malloc(bytes);
   }
   f->written = malloc((size_t)f->num_blocks * f->c.block_size);
+  f->token_slot = malloc((size_t)(f->tokens_in_batch + 1) * sizeof(int64_t));
   fill_constant_inputs(f);
 
   pa_plan_options options;
   pa_plan_options_init(&options);
   options.backend = backend;
+  options.device = device;
   options.attention_metadata = f->c.metadata != GPU_METADATA_NONE ? f->metadata : NULL;
   pa_status st = pa_plan_create(&f->plan, &f->attrs, f->in_desc, f->out_desc, &options);
   if (st == PA_ERROR_NOT_SUPPORTED) {
@@ -606,12 +662,37 @@ static int fixture_init(fixture *f, const gpu_case *c, const char *name, pa_back
     pa_last_error_message(msg, sizeof msg);
     return fail(f, -1, "pa_plan_create: %s: %s", pa_status_string(st), msg);
   }
+  return GPU_PASS;
+}
+
+/* Device buffers (the caches alias their inputs), workspace and stream. */
+static int fixture_init_device(fixture *f) {
+  for (int i = 0; i < PA_NUM_INPUTS; i++) {
+    if (!f->h_in[i]) continue;
+    size_t bytes = f->in_bytes[i] ? f->in_bytes[i] : 16;
+    if (!cuda_ok(f, cudaMalloc(&f->d_in[i], bytes), input_names[i])) return GPU_FAIL;
+  }
+  for (int i = 0; i < PA_NUM_OUTPUTS; i++) {
+    if (f->out_desc[i].dtype == PA_DTYPE_UNDEFINED) continue;
+    if (i == PA_OUT_KEY_CACHE || i == PA_OUT_VALUE_CACHE) {
+      f->d_out[i] = f->d_in[i == PA_OUT_KEY_CACHE ? PA_IN_KEY_CACHE : PA_IN_VALUE_CACHE];
+      continue;
+    }
+    size_t bytes = f->out_bytes[i] ? f->out_bytes[i] : 16;
+    if (!cuda_ok(f, cudaMalloc(&f->d_out[i], bytes), "outputs")) return GPU_FAIL;
+  }
   f->workspace_bytes = pa_plan_workspace_size(f->plan);
   if (f->workspace_bytes && !cuda_ok(f, cudaMalloc(&f->workspace, f->workspace_bytes), "workspace"))
     return GPU_FAIL;
   if (!cuda_ok(f, cudaStreamCreateWithFlags(&f->stream, cudaStreamNonBlocking), "stream"))
     return GPU_FAIL;
   return GPU_PASS;
+}
+
+static int fixture_init(fixture *f, const gpu_case *c, const char *name, pa_backend backend,
+                        unsigned seed, int steps) {
+  int result = fixture_init_host(f, c, name, backend, seed, steps, PA_DEVICE_CURRENT);
+  return result == GPU_PASS ? fixture_init_device(f) : result;
 }
 
 /* Uploads the step's inputs on the stream (caches only at step 0: afterwards they live on the
@@ -768,7 +849,10 @@ static int launch(fixture *f, int step) {
   return 0;
 }
 
+/* The step's comparisons with the reference; an under-sized bound compares nothing (its result is
+ * unspecified): the step only had to succeed, which download's synchronization has shown. */
 static int compare_step(fixture *f, int step) {
+  if (f->c.metadata == GPU_METADATA_UNDERSIZED) return 1;
   if (!run_reference(f, step)) return 0;
   int ok = compare_output(f, step);
   ok &= compare_qk(f, step);
@@ -777,40 +861,89 @@ static int compare_step(fixture *f, int step) {
   return ok;
 }
 
+/* Eager: one pa_execute. Graph: the first call captures one pa_execute (the capture is ended even
+ * when it fails), every call replays it. */
+static int execute(fixture *f, int step, int graph) {
+  if (!graph) return launch(f, step);
+  if (!f->graph_exec) {
+    if (!cuda_ok(f, cudaStreamBeginCapture(f->stream, cudaStreamCaptureModeGlobal),
+                 "begin capture"))
+      return 0;
+    int captured = launch(f, step);
+    captured &= cuda_ok(f, cudaStreamEndCapture(f->stream, &f->graph_def), "end capture");
+    if (!captured ||
+        !cuda_ok(f, cudaGraphInstantiate(&f->graph_exec, f->graph_def, 0), "graph instantiate"))
+      return 0;
+  }
+  return cuda_ok(f, cudaGraphLaunch(f->graph_exec, f->stream), "graph launch");
+}
+
+/* One step of one run: inputs, pa_execute, the comparison with the reference. */
+static int run_step(fixture *f, int step, int graph) {
+  begin_step(f, step);
+  int ok = upload(f, step) && execute(f, step, graph) && download(f) && compare_step(f, step);
+  end_step(f);
+  return ok;
+}
+
+/* Runs of one case that must agree bitwise (same inputs, different layout or bounds): b against a
+ * at a step, after both compared with the reference. Outputs and output_qk of the GPU and of the
+ * reference, and each token's written cache rows (the slots may differ). */
+static int bitwise(const void *x, const void *y, size_t bytes) {
+  return bytes == 0 || memcmp(x, y, bytes) == 0;
+}
+static int compare_runs(const fixture *a, const fixture *b, int step) {
+  if (b->c.metadata == GPU_METADATA_UNDERSIZED) return 1; /* unspecified results */
+  int ok = 1;
+  const int outputs[2] = {PA_OUT_OUTPUT, PA_OUT_QK};
+  for (int k = 0; k < 2; k++) {
+    const int i = outputs[k];
+    const char *name = k ? "output_qk" : "output";
+    if (!bitwise(a->gpu_out[i], b->gpu_out[i], a->out_bytes[i]))
+      ok = !fail(b, step, "%s differs bitwise from %s's (gpu)", name, a->name);
+    if (!bitwise(a->h_out[i], b->h_out[i], a->out_bytes[i]))
+      ok = !fail(b, step, "%s differs bitwise from %s's (reference)", name, a->name);
+  }
+  const size_t row_bytes =
+      (size_t)a->c.kv_num_heads * a->c.head_size * pa_dtype_size(a->c.cache_dtype);
+  int bad_rows = 0;
+  for (int kv = 0; kv < 2; kv++) {
+    if (!a->gpu_cache[kv]) continue;
+    for (int64_t t = 0; t < a->tokens_in_batch; t++) {
+      int64_t sa = a->token_slot[t], sb = b->token_slot[t];
+      if ((sa < 0) == (sb < 0) &&
+          (sa < 0 || bitwise((const char *)a->gpu_cache[kv] + (size_t)sa * row_bytes,
+                             (const char *)b->gpu_cache[kv] + (size_t)sb * row_bytes, row_bytes)))
+        continue;
+      if (bad_rows++ < 8)
+        fail(b, step, "%s row of token %lld differs bitwise from %s's (gpu)",
+             kv ? "value_cache" : "key_cache", (long long)t, a->name);
+      ok = 0;
+    }
+  }
+  return ok;
+}
+
+/* Steps `count` runs of one case in lockstep; from the second on, each must agree bitwise with the
+ * first at every step. */
+static int run_lockstep(fixture *runs, int count, int steps, int graph) {
+  int result = GPU_PASS;
+  for (int i = 0; i < count && result == GPU_PASS; i++)
+    if (runs[i].result != GPU_PASS) result = runs[i].result;
+  for (int step = 0; result == GPU_PASS && step < steps; step++) {
+    for (int i = 0; i < count; i++)
+      if (!run_step(&runs[i], step, graph)) result = GPU_FAIL;
+    for (int i = 1; i < count && result == GPU_PASS; i++)
+      if (!compare_runs(&runs[0], &runs[i], step)) result = GPU_FAIL;
+  }
+  return result;
+}
+
 static int run_case(const gpu_case *c, pa_backend backend, unsigned seed, int steps, int graph) {
   if (!gpu_available()) return GPU_SKIP;
   fixture f;
-  const char *name = c->name ? c->name : "(unnamed)";
-  int result = fixture_init(&f, c, name, backend, seed, steps);
-  cudaGraph_t graph_def = NULL;
-  cudaGraphExec_t graph_exec = NULL;
-  for (int step = 0; result == GPU_PASS && step < steps; step++) {
-    begin_step(&f, step);
-    if (!upload(&f, step)) {
-      result = GPU_FAIL;
-      break;
-    }
-    if (graph && !graph_exec) { /* captured once, before the first replay */
-      if (!cuda_ok(&f, cudaStreamBeginCapture(f.stream, cudaStreamCaptureModeGlobal),
-                   "begin capture")) {
-        result = GPU_FAIL;
-        break;
-      }
-      int captured = launch(&f, step); /* the capture is ended either way */
-      captured &= cuda_ok(&f, cudaStreamEndCapture(f.stream, &graph_def), "end capture");
-      if (!captured ||
-          !cuda_ok(&f, cudaGraphInstantiate(&graph_exec, graph_def, 0), "graph instantiate")) {
-        result = GPU_FAIL;
-        break;
-      }
-    }
-    int launched = graph ? cuda_ok(&f, cudaGraphLaunch(graph_exec, f.stream), "graph launch")
-                         : launch(&f, step);
-    if (!launched || !download(&f) || !compare_step(&f, step)) result = GPU_FAIL;
-    end_step(&f);
-  }
-  if (graph_exec) cudaGraphExecDestroy(graph_exec);
-  if (graph_def) cudaGraphDestroy(graph_def);
+  f.result = fixture_init(&f, c, c->name ? c->name : "(unnamed)", backend, seed, steps);
+  int result = run_lockstep(&f, 1, steps, graph);
   fixture_free(&f);
   return result;
 }
@@ -821,6 +954,104 @@ int gpu_case_run(const gpu_case *c, pa_backend backend, unsigned seed) {
 
 int gpu_case_run_graph(const gpu_case *c, pa_backend backend, unsigned seed, int steps) {
   return run_case(c, backend, seed, steps > 0 ? steps : 1, 1);
+}
+
+int gpu_case_run_metadata_invariance(const gpu_case *c, pa_backend backend, unsigned seed) {
+  if (!gpu_available()) return GPU_SKIP;
+  static const gpu_metadata bounds[3] = {GPU_METADATA_NONE, GPU_METADATA_TIGHT, GPU_METADATA_LOOSE};
+  static const char *const suffixes[3] = {" [metadata absent]", " [metadata tight]",
+                                          " [metadata loose]"};
+  fixture runs[3];
+  char names[3][600];
+  for (int i = 0; i < 3; i++) { /* the same case and seed: the same inputs */
+    gpu_case variant = *c;
+    variant.metadata = bounds[i];
+    snprintf(names[i], sizeof names[i], "%s%s", c->name ? c->name : "(unnamed)", suffixes[i]);
+    runs[i].result = fixture_init(&runs[i], &variant, names[i], backend, seed, 1);
+  }
+  int result = run_lockstep(runs, 3, 1, 0);
+  for (int i = 0; i < 3; i++) fixture_free(&runs[i]);
+  return result;
+}
+
+/* ---- ring-buffer sliding window -------------------------------------------------------------- */
+
+/* Blocks per sequence in the ring: the live range of a step spans at most W + q_len - 1 positions,
+ * so this many blocks (the design's ceil(W / bs) + 1 when q_len is 1). */
+static int32_t ring_blocks(const gpu_case *c) {
+  const int32_t q = c->max_q_len > 0 ? c->max_q_len : 1;
+  return (c->window + q - 1 + c->block_size - 1) / c->block_size + 1;
+}
+
+/* The ring run's case: explicit slots (the ring lives in slot_mapping), every block mapped, room
+ * for B rings beside the full layout's blocks. The full run uses the same case: identical inputs.
+ */
+static gpu_case ring_case(const gpu_case *c) {
+  gpu_case r = *c;
+  r.slots = GPU_SLOTS_DERIVED;
+  r.unmapped_blocks = 0;
+  const int32_t ring_total = r.batch_size * ring_blocks(c) + 1;
+  if (r.num_blocks < ring_total) r.num_blocks = ring_total;
+  return r;
+}
+
+/* Gives the ring fixture its rings (consecutive ids after the spare block, so never the spare) and
+ * the full run's live blocks at step 0: ring[i % N] holds block i of the full table. */
+static void ring_setup(fixture *ring, const fixture *full) {
+  const int32_t N = ring->ring_n = ring_blocks(&ring->c), B = ring->B;
+  harness_assert(ring, (int64_t)B * N < ring->num_blocks, "ring: not enough blocks");
+  ring->ring = malloc((size_t)B * N * sizeof(int32_t));
+  for (int64_t k = 0; k < (int64_t)B * N; k++)
+    ring->ring[k] = (int32_t)((ring->spare_block + 1 + k) % ring->num_blocks);
+  const int32_t *table = full->h_in[PA_IN_BLOCK_TABLE];
+  const size_t block_bytes = (size_t)ring->c.block_size * ring->c.kv_num_heads * ring->c.head_size *
+                             pa_dtype_size(ring->c.cache_dtype);
+  for (int32_t b = 0; b < B; b++) {
+    fill_ring_row(ring, b, 0);
+    const int32_t *row = (const int32_t *)ring->h_in[PA_IN_BLOCK_TABLE] + (int64_t)b * ring->M;
+    for (int32_t i = 0; i < ring->M; i++) {
+      if (row[i] < 0) continue;
+      const int32_t source = table[(int64_t)b * full->M + i];
+      harness_assert(ring, source >= 0 && source < full->num_blocks, "ring: unmapped full block");
+      for (int kv = 0; kv < 2; kv++)
+        if (ring->in_bytes[PA_IN_KEY_CACHE + kv])
+          memcpy((char *)ring->h_in[PA_IN_KEY_CACHE + kv] + (size_t)row[i] * block_bytes,
+                 (const char *)full->h_in[PA_IN_KEY_CACHE + kv] + (size_t)source * block_bytes,
+                 block_bytes);
+    }
+  }
+}
+
+/* The full and ring fixtures of a ring-buffer run, host side (the host self-check uses it too). */
+static int ring_init_host(fixture runs[2], char names[2][600], const gpu_case *c,
+                          pa_backend backend, unsigned seed, int steps, int32_t device) {
+  const gpu_case r = ring_case(c);
+  snprintf(names[0], sizeof names[0], "%s [full cache]", c->name ? c->name : "(unnamed)");
+  snprintf(names[1], sizeof names[1], "%s [ring buffer]", c->name ? c->name : "(unnamed)");
+  runs[0].result = fixture_init_host(&runs[0], &r, names[0], backend, seed, steps, device);
+  runs[1].result = fixture_init_host(&runs[1], &r, names[1], backend, seed, steps, device);
+  if (c->window <= 0) return fail(&runs[1], -1, "ring buffer: needs a window");
+  if (runs[0].result != GPU_PASS) return runs[0].result;
+  if (runs[1].result != GPU_PASS) return runs[1].result;
+  ring_setup(&runs[1], &runs[0]);
+  return GPU_PASS;
+}
+
+/* Ring and full runs agree bitwise: with the same kv_len and window, both layouts give every backend
+ * the same admitted keys with the same values in the same order (DECODE clamps each token's key
+ * range to the window and splits it by length, never by block id; UNFUSED gathers by position), and
+ * a masked key, -1 in the ring and stale in the full cache, gets P = 0 exactly, so it adds nothing
+ * to either sum. */
+int gpu_case_run_ring(const gpu_case *c, pa_backend backend, unsigned seed, int steps, int graph) {
+  if (!gpu_available()) return GPU_SKIP;
+  if (steps < 1) steps = 1;
+  fixture runs[2];
+  char names[2][600];
+  int result = ring_init_host(runs, names, c, backend, seed, steps, PA_DEVICE_CURRENT);
+  for (int i = 0; i < 2 && result == GPU_PASS; i++) result = fixture_init_device(&runs[i]);
+  if (result == GPU_PASS) result = run_lockstep(runs, 2, steps, graph);
+  for (int i = 0; i < 2; i++) fixture_free(&runs[i]);
+  return result;
 }
 
 /* ---- prologue-only mode ---------------------------------------------------------------------- */
@@ -986,9 +1217,25 @@ gpu_matrix_result gpu_run_matrix_mode(const gpu_case *base, const gpu_axis *axes
     c.name = name;
     if (filter && !filter(&c)) continue;
     unsigned case_seed = seed + (unsigned)index;
-    int result = mode == GPU_MODE_GRAPH ? gpu_case_run_graph(&c, backend, case_seed, graph_steps)
-                 : mode == GPU_MODE_PROLOGUE ? gpu_case_run_prologue(&c, case_seed)
-                                             : gpu_case_run(&c, backend, case_seed);
+    int result;
+    switch (mode) {
+      case GPU_MODE_GRAPH:
+        result = gpu_case_run_graph(&c, backend, case_seed, graph_steps);
+        break;
+      case GPU_MODE_PROLOGUE:
+        result = gpu_case_run_prologue(&c, case_seed);
+        break;
+      case GPU_MODE_RING:
+      case GPU_MODE_RING_GRAPH:
+        result =
+            gpu_case_run_ring(&c, backend, case_seed, graph_steps, mode == GPU_MODE_RING_GRAPH);
+        break;
+      case GPU_MODE_METADATA:
+        result = gpu_case_run_metadata_invariance(&c, backend, case_seed);
+        break;
+      default:
+        result = gpu_case_run(&c, backend, case_seed);
+    }
     if (verbose() || result == GPU_FAIL)
       fprintf(stderr, "%s %s (seed %u)\n",
               result == GPU_PASS   ? "ok  "

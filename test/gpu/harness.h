@@ -63,7 +63,8 @@ typedef enum gpu_slots {
   GPU_SLOTS_NONE = 0,     /* absent: slots derived from the block table */
   GPU_SLOTS_DERIVED,      /* present, equal to the derived slots */
   GPU_SLOTS_WITH_INVALID  /* present; about 1 in 5 tokens gets -1, a slot >= num_blocks * block_size
-                             or another negative value (nothing written there: canaries stay) */
+                             (INT32_MAX too) or another negative value (INT32_MIN too): nothing is
+                             written there, the canaries stay */
 } gpu_slots;
 
 /* attention_bias. */
@@ -79,7 +80,10 @@ typedef enum gpu_bias {
 typedef enum gpu_metadata {
   GPU_METADATA_NONE = 0,
   GPU_METADATA_TIGHT, /* exactly max q_len and max kv_len of the batch (over all graph steps) */
-  GPU_METADATA_LOOSE  /* larger than needed (clamped by the library) */
+  GPU_METADATA_LOOSE, /* larger than needed (clamped by the library) */
+  GPU_METADATA_UNDERSIZED /* half the real maxima (at least 1): a contract violation whose result
+                             is unspecified, so the run compares nothing; it must only succeed and
+                             stay clean (the case is for compute-sanitizer) */
 } gpu_metadata;
 
 /*
@@ -123,7 +127,12 @@ typedef struct gpu_case {
   int32_t num_blocks;              /* 0 = every table entry gets its own block, plus 3 spare; never
                                       less than that (blocks are not shared between sequences) */
   int32_t shuffled_blocks;         /* block ids a random permutation instead of 0, 1, 2, ... */
-  int32_t unmapped_blocks;         /* about 1 in 8 table entries is -1 or >= num_blocks */
+  int32_t unmapped_blocks;         /* about 1 in 8 table entries is -1, a large negative (INT32_MIN
+                                      included), >= num_blocks or INT32_MAX */
+  int32_t shared_prefix_blocks;    /* the first n table entries of every sequence are sequence 0's
+                                      (a common prompt prefix: same physical blocks); past lengths
+                                      are raised to at least n * block_size, so the shared part is
+                                      in the cache and new tokens go to private blocks */
 
   /* optional inputs and features */
   int32_t rotary;                  /* do_rotary */
@@ -173,6 +182,28 @@ int gpu_case_run(const gpu_case *c, pa_backend backend, unsigned seed);
 int gpu_case_run_graph(const gpu_case *c, pa_backend backend, unsigned seed, int steps);
 
 /*
+ * Ring-buffer sliding window (design §9.3.2): needs window W > 0. Runs the case twice in lockstep
+ * on the same inputs: once with the full cache (every position its own slot), once with each
+ * sequence holding only N = ceil((W + max_q_len - 1) / block_size) + 1 physical blocks (the
+ * design's ceil(W / block_size) + 1 for decode), recycled through slot_mapping
+ * (slot = ring[i % N] * block_size + p % block_size, i = p / block_size) with block_table entries
+ * below the live range (and beyond kv_len) -1. The ring cache starts with the full cache's live
+ * blocks. Every step compares each run with the reference on its own inputs, then the ring run
+ * with the full run: reference outputs bitwise equal, GPU outputs bitwise equal, and each token's
+ * written cache row bitwise equal. Forces slots = GPU_SLOTS_DERIVED and unmapped_blocks = 0 (an
+ * unwritten or unmapped position would hold different stale data in the two layouts). graph: one
+ * capture per run, the block table and slots updated on the device between replays.
+ */
+int gpu_case_run_ring(const gpu_case *c, pa_backend backend, unsigned seed, int steps, int graph);
+
+/*
+ * attention_metadata invariance: runs the case with metadata absent, tight and loose on the same
+ * inputs (eager), each compared with the reference, and requires the three GPU outputs, output_qk
+ * and written cache rows to be bitwise equal (the bounds only size launches and workspace).
+ */
+int gpu_case_run_metadata_invariance(const gpu_case *c, pa_backend backend, unsigned seed);
+
+/*
  * Prologue-only mode (test_prologue.c): calls pa__prologue_run directly on a plan forced to the
  * REFERENCE backend, then compares the caches with pa_execute_reference's and the staged Q
  * (pa__needs_q_staging) with the harness's own host computation of the prologue's Q (within 1 ULP,
@@ -195,7 +226,14 @@ typedef struct gpu_axis {
    (int)(sizeof((int32_t[]){__VA_ARGS__}) / sizeof(int32_t)), {__VA_ARGS__}}
 
 /* Which run function gpu_run_matrix calls. */
-typedef enum gpu_mode { GPU_MODE_EAGER = 0, GPU_MODE_GRAPH, GPU_MODE_PROLOGUE } gpu_mode;
+typedef enum gpu_mode {
+  GPU_MODE_EAGER = 0,
+  GPU_MODE_GRAPH,
+  GPU_MODE_PROLOGUE,
+  GPU_MODE_RING,       /* gpu_case_run_ring, eager, graph_steps steps */
+  GPU_MODE_RING_GRAPH, /* gpu_case_run_ring, graph replay, graph_steps steps */
+  GPU_MODE_METADATA    /* gpu_case_run_metadata_invariance */
+} gpu_mode;
 
 typedef struct gpu_matrix_result {
   int passed, failed, unsupported, skipped;

@@ -1,13 +1,10 @@
 /* The DECODE backend forced over the testing.md matrix, against the reference executor (harness),
- * CUDA-graph replay while the KV lengths grow, and attention_metadata invariance: absent, tight and
- * loose bounds give bitwise equal outputs (the split partition never depends on the bound).
- * PA_GPU_TEST_QUICK=1 runs a reduced matrix (for compute-sanitizer). */
-#include <math.h>
+ * CUDA-graph replay while the KV lengths grow, shared prefix blocks, the ring-buffer sliding window
+ * (== the full-cache run, bitwise, at every step), out-of-range block ids and slots, under-sized
+ * bounds (for compute-sanitizer: nothing compared), and attention_metadata invariance: absent,
+ * tight and loose bounds give bitwise equal outputs (the split partition never depends on the
+ * bound). PA_GPU_TEST_QUICK=1 runs a reduced matrix (for compute-sanitizer). */
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include <cuda_runtime_api.h>
 
 #include "harness.h"
 
@@ -24,129 +21,16 @@ static unsigned seed;
 static gpu_matrix_result run(const gpu_case *base, const gpu_axis *axes, int num_axes) {
   return gpu_run_matrix(base, axes, num_axes, valid_combination, PA_BACKEND_DECODE, seed++);
 }
+static gpu_matrix_result run_mode(const gpu_case *base, const gpu_axis *axes, int num_axes,
+                                  gpu_mode mode, int steps) {
+  return gpu_run_matrix_mode(base, axes, num_axes, valid_combination, PA_BACKEND_DECODE, seed++,
+                             mode, steps);
+}
 static gpu_matrix_result run_graph(const gpu_case *base, const gpu_axis *axes, int num_axes,
                                    int steps) {
-  return gpu_run_matrix_mode(base, axes, num_axes, valid_combination, PA_BACKEND_DECODE, seed++,
-                             GPU_MODE_GRAPH, steps);
+  return run_mode(base, axes, num_axes, GPU_MODE_GRAPH, steps);
 }
 #define NUM(axes) ((int)(sizeof(axes) / sizeof((axes)[0])))
-
-/* ---- attention_metadata invariance (needs the outputs themselves, so outside the harness) -----
- */
-
-static uint32_t rng_state;
-static float random_unit(void) { /* uniform in [-1, 1), never all zeros */
-  rng_state = rng_state * 1664525u + 1013904223u;
-  return (float)(rng_state >> 8) / (float)(1u << 23) - 1.0f;
-}
-static uint16_t to_bf16(float x) {
-  uint32_t bits;
-  memcpy(&bits, &x, 4);
-  return (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-
-/* One decode step (bf16, 16/2 heads, d128, block 16) planned with metadata absent, tight and loose;
- * returns GPU_PASS when the three outputs are bitwise equal. */
-static int metadata_invariance(const char *name, int batch, const int32_t *past,
-                               int32_t blocks_per_seq) {
-  const int H = 16, Hk = 2, D = 128, bs = 16;
-  const int64_t N = batch, num_blocks = (int64_t)batch * blocks_per_seq + 1;
-  int32_t max_kv = 0;
-  for (int b = 0; b < batch; b++)
-    if (past[b] + 1 > max_kv) max_kv = past[b] + 1;
-  pa_tensor_desc in[PA_NUM_INPUTS], out[PA_NUM_OUTPUTS];
-  memset(in, 0, sizeof in);
-  memset(out, 0, sizeof out);
-  pa_tensor_desc q = {PA_DTYPE_BFLOAT16, 2, {N, H * D}}, kv = {PA_DTYPE_BFLOAT16, 2, {N, Hk * D}};
-  pa_tensor_desc cache = {PA_DTYPE_BFLOAT16, 4, {num_blocks, bs, Hk, D}};
-  in[PA_IN_QUERY] = q;
-  in[PA_IN_KEY] = in[PA_IN_VALUE] = kv;
-  in[PA_IN_KEY_CACHE] = in[PA_IN_VALUE_CACHE] = cache;
-  in[PA_IN_CUMULATIVE_SEQUENCE_LENGTH] = (pa_tensor_desc){PA_DTYPE_INT32, 1, {batch + 1}};
-  in[PA_IN_PAST_SEQLENS] = (pa_tensor_desc){PA_DTYPE_INT32, 1, {batch}};
-  in[PA_IN_BLOCK_TABLE] = (pa_tensor_desc){PA_DTYPE_INT32, 2, {batch, blocks_per_seq}};
-  out[PA_OUT_OUTPUT] = q;
-  pa_attributes attrs;
-  pa_attributes_init(&attrs);
-  attrs.num_heads = H;
-  attrs.kv_num_heads = Hk;
-
-  size_t bytes[PA_NUM_INPUTS] = {0};
-  void *host[PA_NUM_INPUTS] = {0}, *dev[PA_NUM_INPUTS] = {0};
-  for (int i = 0; i < PA_NUM_INPUTS; i++) {
-    if (!in[i].dtype) continue;
-    bytes[i] = pa_dtype_size(in[i].dtype);
-    for (int r = 0; r < in[i].rank; r++) bytes[i] *= (size_t)in[i].dims[r];
-    host[i] = malloc(bytes[i]);
-    if (in[i].dtype == PA_DTYPE_BFLOAT16)
-      for (size_t e = 0; e < bytes[i] / 2; e++) ((uint16_t *)host[i])[e] = to_bf16(random_unit());
-  }
-  int32_t *cu = host[PA_IN_CUMULATIVE_SEQUENCE_LENGTH], *table = host[PA_IN_BLOCK_TABLE];
-  for (int b = 0; b <= batch; b++) cu[b] = b;
-  memcpy(host[PA_IN_PAST_SEQLENS], past, (size_t)batch * sizeof(int32_t));
-  for (int64_t e = 0; e < (int64_t)batch * blocks_per_seq; e++) /* a scrambled bijection */
-    table[e] = (int32_t)((e * 7 + 3) % ((int64_t)batch * blocks_per_seq));
-  for (int i = 0; i < PA_NUM_INPUTS; i++)
-    if (host[i]) {
-      cudaMalloc(&dev[i], bytes[i]);
-      cudaMemcpy(dev[i], host[i], bytes[i], cudaMemcpyHostToDevice);
-    }
-  size_t out_bytes = (size_t)N * H * D * 2;
-  void *d_out = NULL;
-  cudaMalloc(&d_out, out_bytes);
-  unsigned char *results[3];
-
-  int status = GPU_PASS;
-  const int32_t tight[2] = {1, max_kv}, loose[2] = {7, max_kv * 3 + 50};
-  const int32_t *metadata[3] = {NULL, tight, loose};
-  for (int m = 0; m < 3; m++) {
-    results[m] = calloc(out_bytes, 1);
-    in[PA_IN_ATTENTION_METADATA] =
-        metadata[m] ? (pa_tensor_desc){PA_DTYPE_INT32, 1, {2}} : (pa_tensor_desc){0};
-    pa_plan_options options;
-    pa_plan_options_init(&options);
-    options.backend = PA_BACKEND_DECODE;
-    options.attention_metadata = metadata[m];
-    pa_plan *plan = NULL;
-    pa_status st = pa_plan_create(&plan, &attrs, in, out, &options);
-    if (st != PA_SUCCESS) {
-      char msg[512];
-      pa_last_error_message(msg, sizeof msg);
-      fprintf(stderr, "FAIL %s (metadata %d): plan: %s %s\n", name, m, pa_status_string(st), msg);
-      status = GPU_FAIL;
-      continue;
-    }
-    void *workspace = NULL;
-    size_t ws = pa_plan_workspace_size(plan);
-    if (ws) cudaMalloc(&workspace, ws);
-    cudaMemset(d_out, 0x7f, out_bytes);
-    void *outputs[PA_NUM_OUTPUTS] = {d_out, NULL, NULL, NULL};
-    st = pa_execute(plan, (const void *const *)dev, outputs, workspace, ws, NULL);
-    cudaError_t err = cudaDeviceSynchronize();
-    if (st != PA_SUCCESS || err != cudaSuccess) {
-      fprintf(stderr, "FAIL %s (metadata %d): execute: %s / %s\n", name, m, pa_status_string(st),
-              cudaGetErrorString(err));
-      status = GPU_FAIL;
-    }
-    cudaMemcpy(results[m], d_out, out_bytes, cudaMemcpyDeviceToHost);
-    cudaFree(workspace);
-    pa_plan_destroy(plan);
-    if (m > 0 && memcmp(results[0], results[m], out_bytes) != 0) {
-      size_t first = 0;
-      while (results[0][first] == results[m][first]) first++;
-      fprintf(stderr, "FAIL %s: output with metadata %s differs from absent at byte %zu\n", name,
-              m == 1 ? "tight" : "loose", first);
-      status = GPU_FAIL;
-    }
-  }
-  for (int m = 0; m < 3; m++) free(results[m]);
-  for (int i = 0; i < PA_NUM_INPUTS; i++) {
-    free(host[i]);
-    cudaFree(dev[i]);
-  }
-  cudaFree(d_out);
-  return status;
-}
 
 int main(void) {
   if (!gpu_available()) {
@@ -154,7 +38,6 @@ int main(void) {
     return GPU_SKIP;
   }
   seed = gpu_test_seed();
-  rng_state = seed;
   const int quick = gpu_test_quick();
   gpu_matrix_result all = {0, 0, 0, 0};
 
@@ -306,12 +189,114 @@ int main(void) {
     gpu_matrix_add(&all, run_graph(&graph, axes, NUM(axes), quick ? 16 : 64));
   }
 
-  /* metadata absent == tight == loose, bitwise: many splits, and one split (direct) vs a merge */
+  /* shared prefix blocks: every sequence's leading table entries are sequence 0's (already
+   * cached), new tokens go to private blocks; eager and graph replay */
+  gpu_case shared = gpu_case_default("decode_shared_prefix");
+  shared.num_heads = 8;
+  shared.kv_num_heads = 2;
+  shared.batch_size = 4;
+  shared.max_past_len = quick ? 120 : 400;
+  shared.shuffled_blocks = 1;
+  {
+    const gpu_axis axes[] = {GPU_AXIS(shared_prefix_blocks, 1, 5),
+                             GPU_AXIS(slots, GPU_SLOTS_NONE, GPU_SLOTS_DERIVED),
+                             GPU_AXIS(block_size, 16, 64)};
+    gpu_matrix_add(&all, run(&shared, axes, NUM(axes)));
+    const gpu_axis graph_axes[] = {GPU_AXIS(shared_prefix_blocks, 2)};
+    gpu_matrix_add(&all, run_graph(&shared, graph_axes, NUM(graph_axes), quick ? 4 : 16));
+  }
+
+  /* ring-buffer sliding window (design 9.3.2): ceil(W / bs) + 1 recycled blocks per sequence ==
+   * the full cache, bitwise, at every step; eager, and graph replay with the table and slots
+   * updated on the device between replays */
+  gpu_case ring = gpu_case_default("decode_ring");
+  ring.num_heads = 16;
+  ring.kv_num_heads = 2;
+  ring.batch_size = 4;
+  ring.max_past_len = 150;
+  ring.shuffled_blocks = 1;
+  if (quick) {
+    const gpu_axis axes[] = {GPU_AXIS(window, 1, 40), GPU_AXIS(cache_dtype, 0, PA_DTYPE_INT8)};
+    gpu_matrix_add(&all, run_mode(&ring, axes, NUM(axes), GPU_MODE_RING, 6));
+    gpu_matrix_add(&all, run_mode(&ring, axes, NUM(axes), GPU_MODE_RING_GRAPH, 6));
+  } else {
+    const gpu_axis axes[] = {GPU_AXIS(window, 1, 16, 40, 100), GPU_AXIS(block_size, 16, 64),
+                             GPU_AXIS(cache_dtype, 0, PA_DTYPE_INT8), GPU_AXIS(head_sink, 0, 1)};
+    gpu_matrix_add(&all, run_mode(&ring, axes, NUM(axes), GPU_MODE_RING, 40));
+    gpu_matrix_add(&all, run_mode(&ring, axes, NUM(axes), GPU_MODE_RING_GRAPH, 40));
+  }
+  {
+    gpu_case ragged_ring = ring; /* chunks of new tokens: the ring holds W + q_len - 1 positions */
+    ragged_ring.name = "decode_ring_ragged";
+    ragged_ring.max_q_len = 5;
+    ragged_ring.zero_q_lens = 1;
+    ragged_ring.extra_tokens = 2;
+    const gpu_axis axes[] = {GPU_AXIS(window, 7, 64), GPU_AXIS(query_positions, 0, 1)};
+    gpu_matrix_add(&all, run_mode(&ragged_ring, axes, NUM(axes), GPU_MODE_RING, quick ? 4 : 20));
+  }
+
+  /* out-of-range block ids (-1, large negatives, >= num_blocks, INT32_MAX) and slots (negative,
+   * >= num_blocks * bs, INT32_MIN / INT32_MAX): masked and skipped, compared with the reference */
+  gpu_case range = gpu_case_default("decode_out_of_range");
+  range.num_heads = 8;
+  range.kv_num_heads = 2;
+  range.batch_size = 5;
+  range.max_q_len = 3;
+  range.max_past_len = 300;
+  range.unmapped_blocks = 1;
+  range.slots = GPU_SLOTS_WITH_INVALID;
+  {
+    const gpu_axis axes[] = {GPU_AXIS(block_size, 16, 128), GPU_AXIS(window, 0, 50)};
+    gpu_matrix_add(&all, run(&range, axes, NUM(axes)));
+  }
+
+  /* under-sized bounds (a contract violation): unspecified results, nothing compared; pa_execute
+   * must succeed and the run stay clean (run under compute-sanitizer by tools/gpu-check.sh) */
+  gpu_case undersized = gpu_case_default("decode_undersized_bounds");
+  undersized.num_heads = 8;
+  undersized.kv_num_heads = 2;
+  undersized.batch_size = 4;
+  undersized.max_q_len = 6;
+  undersized.max_past_len = quick ? 800 : 3000;
+  undersized.metadata = GPU_METADATA_UNDERSIZED;
+  {
+    const gpu_axis axes[] = {GPU_AXIS(max_q_len, 1, 6), GPU_AXIS(window, 0, 64),
+                             GPU_AXIS(unmapped_blocks, 0, 1)};
+    gpu_matrix_add(&all, run(&undersized, axes, NUM(axes)));
+    const gpu_axis graph_axes[] = {GPU_AXIS(max_q_len, 1)};
+    gpu_matrix_add(&all, run_graph(&undersized, graph_axes, NUM(graph_axes), 3));
+  }
+
+  /* metadata absent == tight == loose, bitwise: many splits, and one split (direct) vs a merge;
+   * ragged steps, windows, a quantized cache */
   {
     static const int32_t long_past[4] = {0, 37, 1000, 2500};
     static const int32_t short_past[4] = {0, 5, 20, 30};
-    gpu_matrix_count(&all, metadata_invariance("decode_metadata_bitwise_long", 4, long_past, 160));
-    gpu_matrix_count(&all, metadata_invariance("decode_metadata_bitwise_short", 4, short_past, 64));
+    static const int32_t one_token[4] = {1, 1, 1, 1};
+    gpu_case bitwise = gpu_case_default("decode_metadata_bitwise_long");
+    bitwise.num_heads = 16;
+    bitwise.kv_num_heads = 2;
+    bitwise.dtype = PA_DTYPE_BFLOAT16;
+    bitwise.batch_size = 4;
+    bitwise.q_lens = one_token;
+    bitwise.past_lens = long_past;
+    bitwise.blocks_per_seq = 160;
+    gpu_matrix_count(&all, gpu_case_run_metadata_invariance(&bitwise, PA_BACKEND_DECODE, seed++));
+    bitwise.name = "decode_metadata_bitwise_short";
+    bitwise.past_lens = short_past;
+    bitwise.blocks_per_seq = 64;
+    gpu_matrix_count(&all, gpu_case_run_metadata_invariance(&bitwise, PA_BACKEND_DECODE, seed++));
+
+    gpu_case mixed = gpu_case_default("decode_metadata_bitwise");
+    mixed.num_heads = 8;
+    mixed.kv_num_heads = 2;
+    mixed.batch_size = 5;
+    mixed.max_past_len = quick ? 600 : 2000;
+    mixed.zero_q_lens = 1;
+    mixed.extra_tokens = 1;
+    const gpu_axis axes[] = {GPU_AXIS(max_q_len, 1, 7), GPU_AXIS(window, 0, 100),
+                             GPU_AXIS(cache_dtype, 0, PA_DTYPE_FLOAT8_E4M3FN)};
+    gpu_matrix_add(&all, run_mode(&mixed, axes, NUM(axes), GPU_MODE_METADATA, 0));
   }
 
   fprintf(stderr, "decode: %d passed, %d failed, %d unsupported, %d skipped\n", all.passed,

@@ -1,9 +1,9 @@
 /* The UNFUSED backend, forced, against pa_execute_reference over the matrix of
  * shared/design/testing.md: every case must be served (UNFUSED is the fallback: "unsupported" is a
- * failure here), outputs, caches and output_qk within the harness's tolerances; eager and CUDA-graph
- * replay. Then the plan-time output_qk limit, the execute-time workspace checks (nothing captured,
- * so nothing launched) and AUTO's choice of UNFUSED for output_qk.
- * PA_GPU_TEST_QUICK=1 runs a reduced matrix (for compute-sanitizer). */
+ * failure here), outputs, caches and output_qk within the harness's tolerances; eager and
+ * CUDA-graph replay. Then the plan-time output_qk limit, the execute-time workspace checks (nothing
+ * captured, so nothing launched) and AUTO's choice of UNFUSED for output_qk. PA_GPU_TEST_QUICK=1
+ * runs a reduced matrix (for compute-sanitizer). */
 #include <stdio.h>
 #include <string.h>
 
@@ -32,8 +32,9 @@ static void run(gpu_matrix_result *all, const gpu_case *base, const gpu_axis *ax
   gpu_matrix_add(all, gpu_run_matrix_mode(base, axes, num_axes, valid_combination,
                                           PA_BACKEND_UNFUSED, seed++, mode, graph_steps));
 }
-#define RUN(all, base, axes_array, mode, steps) \
-  run(&(all), &(base), (axes_array), (int)(sizeof(axes_array) / sizeof((axes_array)[0])), mode, steps)
+#define RUN(all, base, axes_array, mode, steps)                                                 \
+  run(&(all), &(base), (axes_array), (int)(sizeof(axes_array) / sizeof((axes_array)[0])), mode, \
+      steps)
 
 /* ---- the operator over the matrix ------------------------------------------------------------ */
 
@@ -64,7 +65,8 @@ static void matrix(gpu_matrix_result *all, int quick) {
   blocks.max_q_len = 3;
   blocks.max_past_len = 100;
   blocks.zero_q_lens = 1;
-  blocks.metadata = GPU_METADATA_TIGHT; /* without bounds 300 sequences pad to max_q = token_count */
+  blocks.metadata =
+      GPU_METADATA_TIGHT; /* without bounds 300 sequences pad to max_q = token_count */
   if (quick) {
     const gpu_axis axes[] = {GPU_AXIS(block_size, 16, 512), GPU_AXIS(batch_size, 1, 300),
                              GPU_AXIS(shuffled_blocks, 1), GPU_AXIS(unmapped_blocks, 0, 1)};
@@ -105,8 +107,10 @@ static void matrix(gpu_matrix_result *all, int quick) {
   write.rotary = 1;
   write.rotary_dim = 64;
   {
-    gpu_axis axes[] = {GPU_AXIS(packed, 1, 0), GPU_AXIS(rotary_offset, 64, 0),
-                       GPU_AXIS(qk_norm, 1, 0), GPU_AXIS(rotary_interleaved, 1, 0),
+    gpu_axis axes[] = {GPU_AXIS(packed, 1, 0),
+                       GPU_AXIS(rotary_offset, 64, 0),
+                       GPU_AXIS(qk_norm, 1, 0),
+                       GPU_AXIS(rotary_interleaved, 1, 0),
                        GPU_AXIS(slots, GPU_SLOTS_WITH_INVALID, GPU_SLOTS_NONE),
                        GPU_AXIS(extra_tokens, 3, 0)};
     if (quick)
@@ -124,11 +128,11 @@ static void matrix(gpu_matrix_result *all, int quick) {
   quant.zero_q_lens = 1;
   quant.rotary = 1;
   {
-    gpu_axis axes[] = {
-        GPU_AXIS(cache_dtype, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
-        GPU_AXIS(k_quant, PA_QUANT_NONE, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL),
-        GPU_AXIS(v_quant, PA_QUANT_NONE, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL),
-        GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16), GPU_AXIS(packed, 1, 0)};
+    gpu_axis axes[] = {GPU_AXIS(cache_dtype, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
+                       GPU_AXIS(k_quant, PA_QUANT_NONE, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL),
+                       GPU_AXIS(v_quant, PA_QUANT_NONE, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL),
+                       GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16),
+                       GPU_AXIS(packed, 1, 0)};
     if (quick) axes[4].count = 1;
     RUN(*all, quant, axes, GPU_MODE_EAGER, 0);
   }
@@ -137,8 +141,8 @@ static void matrix(gpu_matrix_result *all, int quick) {
    * dequantized values and P must reach the GEMMs in fp32. A dequantized K rounded to bf16 moves
    * each score by ~2^-9 relative, which a larger scale carries past the 2e-2 output tolerance
    * (simulated on this harness's data: every case at scale 2 fails, about 60% at scale 1); several
-   * seeds per scale. RoPE only at the default scale: the larger ones would also magnify a cached code
-   * one step off (which the cache comparison allows), and they are there for the GEMMs. */
+   * seeds per scale. RoPE only at the default scale: the larger ones would also magnify a cached
+   * code one step off (which the cache comparison allows), and they are there for the GEMMs. */
   {
     const char *names[] = {"unfused_bf16_int8_per_channel", "unfused_bf16_int8_per_channel_scale1",
                            "unfused_bf16_int8_per_channel_scale2"};
@@ -198,7 +202,8 @@ static void matrix(gpu_matrix_result *all, int quick) {
   qk.head_sink = 1;
   qk.bias = GPU_BIAS_FULL;
   {
-    const gpu_axis axes[] = {GPU_AXIS(qk_output, 1, 2), GPU_AXIS(window, 0, 3, 40),
+    const gpu_axis axes[] = {GPU_AXIS(qk_output, 1, 2),
+                             GPU_AXIS(window, 0, 3, 40),
                              GPU_AXIS(cache_dtype, 0, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
                              GPU_AXIS(k_quant, PA_QUANT_NONE, PA_QUANT_PER_TENSOR),
                              GPU_AXIS(v_quant, PA_QUANT_NONE, PA_QUANT_PER_CHANNEL),
@@ -206,7 +211,8 @@ static void matrix(gpu_matrix_result *all, int quick) {
     RUN(*all, qk, axes, GPU_MODE_EAGER, 0);
   }
 
-  /* bounds: absent, tight, loose; all with tokens of no sequence */
+  /* bounds: absent, tight, loose on the same inputs, each against the reference and bitwise equal
+   * to each other (outputs, output_qk, written cache rows); all with tokens of no sequence */
   gpu_case bounds = gpu_case_default("unfused_metadata");
   bounds.num_heads = 8;
   bounds.kv_num_heads = 2;
@@ -216,10 +222,82 @@ static void matrix(gpu_matrix_result *all, int quick) {
   bounds.zero_q_lens = 1;
   bounds.extra_tokens = 4;
   {
-    const gpu_axis axes[] = {
-        GPU_AXIS(metadata, GPU_METADATA_NONE, GPU_METADATA_TIGHT, GPU_METADATA_LOOSE),
-        GPU_AXIS(window, 0, 16), GPU_AXIS(qk_output, 0, 2)};
-    RUN(*all, bounds, axes, GPU_MODE_EAGER, 0);
+    const gpu_axis axes[] = {GPU_AXIS(window, 0, 16), GPU_AXIS(qk_output, 0, 2),
+                             GPU_AXIS(cache_dtype, 0, PA_DTYPE_INT8),
+                             GPU_AXIS(k_quant, PA_QUANT_NONE, PA_QUANT_PER_TENSOR),
+                             GPU_AXIS(v_quant, PA_QUANT_NONE, PA_QUANT_PER_CHANNEL)};
+    RUN(*all, bounds, axes, GPU_MODE_METADATA, 0);
+  }
+
+  /* under-sized bounds (a contract violation): unspecified results, nothing compared; pa_execute
+   * must succeed and the run stay clean (run under compute-sanitizer by tools/gpu-check.sh) */
+  gpu_case undersized = bounds;
+  undersized.name = "unfused_undersized_bounds";
+  undersized.metadata = GPU_METADATA_UNDERSIZED;
+  undersized.max_past_len = 200;
+  {
+    const gpu_axis axes[] = {GPU_AXIS(max_q_len, 1, 8), GPU_AXIS(qk_output, 0, 1),
+                             GPU_AXIS(bias, GPU_BIAS_NONE, GPU_BIAS_FULL)};
+    RUN(*all, undersized, axes, GPU_MODE_EAGER, 0);
+    const gpu_axis graph_axes[] = {GPU_AXIS(max_q_len, 4)};
+    RUN(*all, undersized, graph_axes, GPU_MODE_GRAPH, 3);
+  }
+
+  /* out-of-range block ids (-1, large negatives, >= num_blocks, INT32_MAX) and slots (negative,
+   * >= num_blocks * bs, INT32_MIN / INT32_MAX): masked and skipped, compared with the reference */
+  gpu_case range = gpu_case_default("unfused_out_of_range");
+  range.num_heads = 8;
+  range.kv_num_heads = 2;
+  range.batch_size = 5;
+  range.max_q_len = 4;
+  range.max_past_len = 80;
+  range.unmapped_blocks = 1;
+  range.slots = GPU_SLOTS_WITH_INVALID;
+  {
+    const gpu_axis axes[] = {GPU_AXIS(block_size, 16, 64), GPU_AXIS(qk_output, 0, 1)};
+    RUN(*all, range, axes, GPU_MODE_EAGER, 0);
+  }
+
+  /* shared prefix blocks: every sequence's leading table entries are sequence 0's (already
+   * cached), new tokens (prefill chunks too) go to private blocks */
+  gpu_case shared = gpu_case_default("unfused_shared_prefix");
+  shared.num_heads = 8;
+  shared.kv_num_heads = 2;
+  shared.batch_size = 4;
+  shared.max_q_len = 6;
+  shared.max_past_len = 60;
+  shared.shuffled_blocks = 1;
+  {
+    const gpu_axis axes[] = {GPU_AXIS(shared_prefix_blocks, 1, 3),
+                             GPU_AXIS(slots, GPU_SLOTS_NONE, GPU_SLOTS_DERIVED),
+                             GPU_AXIS(qk_output, 0, 1)};
+    RUN(*all, shared, axes, GPU_MODE_EAGER, 0);
+    const gpu_axis graph_axes[] = {GPU_AXIS(shared_prefix_blocks, 2)};
+    RUN(*all, shared, graph_axes, GPU_MODE_GRAPH, 3);
+  }
+
+  /* ring-buffer sliding window (design 9.3.2): ceil((W + q_len - 1) / bs) + 1 recycled blocks per
+   * sequence == the full cache, bitwise, at every step; eager and graph replay */
+  gpu_case ring = gpu_case_default("unfused_ring");
+  ring.num_heads = 8;
+  ring.kv_num_heads = 2;
+  ring.batch_size = 4;
+  ring.max_past_len = 60;
+  ring.shuffled_blocks = 1;
+  ring.extra_tokens = 1;
+  {
+    gpu_axis axes[] = {GPU_AXIS(window, 1, 20, 40),
+                       GPU_AXIS(max_q_len, 1, 3),
+                       GPU_AXIS(qk_output, 0, 1),
+                       GPU_AXIS(cache_dtype, 0, PA_DTYPE_INT8),
+                       GPU_AXIS(k_quant, PA_QUANT_NONE, PA_QUANT_PER_CHANNEL),
+                       GPU_AXIS(v_quant, PA_QUANT_NONE, PA_QUANT_PER_TENSOR)};
+    if (quick) {
+      axes[0].count = 2;
+      axes[2].count = 1;
+    }
+    RUN(*all, ring, axes, GPU_MODE_RING, quick ? 5 : 24);
+    RUN(*all, ring, axes, GPU_MODE_RING_GRAPH, quick ? 5 : 24);
   }
 
   /* a batch whose sequences all have zero new tokens, plus tokens of no sequence */
@@ -285,9 +363,11 @@ static void matrix(gpu_matrix_result *all, int quick) {
   graph.unmapped_blocks = 1;
   graph.extra_tokens = 1;
   {
-    const gpu_axis axes[] = {GPU_AXIS(max_q_len, 1, 4), GPU_AXIS(window, 0, 6),
+    const gpu_axis axes[] = {GPU_AXIS(max_q_len, 1, 4),
+                             GPU_AXIS(window, 0, 6),
                              GPU_AXIS(metadata, GPU_METADATA_NONE, GPU_METADATA_LOOSE),
-                             GPU_AXIS(qk_output, 0, 2), GPU_AXIS(cache_dtype, 0, PA_DTYPE_INT8),
+                             GPU_AXIS(qk_output, 0, 2),
+                             GPU_AXIS(cache_dtype, 0, PA_DTYPE_INT8),
                              GPU_AXIS(k_quant, PA_QUANT_NONE, PA_QUANT_PER_CHANNEL),
                              GPU_AXIS(v_quant, PA_QUANT_NONE, PA_QUANT_PER_TENSOR),
                              GPU_AXIS(bias, GPU_BIAS_NONE, GPU_BIAS_PER_HEAD)};
@@ -304,7 +384,8 @@ static void matrix(gpu_matrix_result *all, int quick) {
   }
 }
 
-/* ---- checks outside the operator: descriptors of one small decode step --------------------------- */
+/* ---- checks outside the operator: descriptors of one small decode step
+ * --------------------------- */
 
 enum { H = 4, HK = 2, D = 64, B = 2, BLOCK = 16, BLOCKS = 4, M = 2, C = 32 };
 
@@ -381,9 +462,9 @@ static int auto_picks_unfused_for_output_qk(void) {
   return ok;
 }
 
-/* Workspace too small, NULL or misaligned: pa_execute fails before any launch, which a stream capture
- * shows as an empty graph. The same capture with the right workspace records launches, so the check
- * can fail. */
+/* Workspace too small, NULL or misaligned: pa_execute fails before any launch, which a stream
+ * capture shows as an empty graph. The same capture with the right workspace records launches, so
+ * the check can fail. */
 static size_t captured_nodes(const pa_plan *plan, const void *const *inputs, void *const *outputs,
                              void *workspace, size_t bytes, cudaStream_t stream, pa_status *st) {
   cudaGraph_t graph = NULL;
@@ -459,8 +540,9 @@ int main(void) {
   fprintf(stderr, "test_unfused: %d passed, %d failed, %d unsupported, %d skipped\n", all.passed,
           all.failed, all.unsupported, all.skipped);
   if (all.unsupported) {
-    fprintf(stderr, "FAIL: UNFUSED must serve every request (run with PA_TEST_VERBOSE=1 for the "
-                    "reasons)\n");
+    fprintf(stderr,
+            "FAIL: UNFUSED must serve every request (run with PA_TEST_VERBOSE=1 for the "
+            "reasons)\n");
     return 1;
   }
   return gpu_matrix_exit_code(&all);
