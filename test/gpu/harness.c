@@ -1037,11 +1037,11 @@ static int ring_init_host(fixture runs[2], char names[2][600], const gpu_case *c
   return GPU_PASS;
 }
 
-/* Ring and full runs agree bitwise: with the same kv_len and window, both layouts give every backend
- * the same admitted keys with the same values in the same order (DECODE clamps each token's key
- * range to the window and splits it by length, never by block id; UNFUSED gathers by position), and
- * a masked key, -1 in the ring and stale in the full cache, gets P = 0 exactly, so it adds nothing
- * to either sum. */
+/* Ring and full runs agree bitwise: with the same kv_len and window, both layouts give every
+ * backend the same admitted keys with the same values in the same order (DECODE clamps each token's
+ * key range to the window and splits it by length, never by block id; UNFUSED gathers by position),
+ * and a masked key, -1 in the ring and stale in the full cache, gets P = 0 exactly, so it adds
+ * nothing to either sum. */
 int gpu_case_run_ring(const gpu_case *c, pa_backend backend, unsigned seed, int steps, int graph) {
   if (!gpu_available()) return GPU_SKIP;
   if (steps < 1) steps = 1;
