@@ -51,14 +51,34 @@ __device__ __forceinline__ void store8_cache(C *dst, const float (&x)[8], const 
   }
 }
 
+// Where a lane group's row sits in shared memory while RoPE reads partners. A lane stores its
+// element k * 8 + i (chunk lane + k * L, channel i) at [(k * 8 + i) * kPrologueThreads + thread],
+// so the 32 lanes of a warp touch 32 consecutive banks (a row-major layout put every lane group of
+// a warp on the same 4 banks: 8-way conflicts on every access).
+struct rotary_scratch {
+  float *base;
+  int group_first_thread, lanes_log2;
+  __device__ __forceinline__ float &slot(int element, int thread) const {
+    return base[element * kPrologueThreads + thread];
+  }
+  // channel c of the group's row
+  __device__ __forceinline__ float &at(int channel) const {
+    const int chunk = channel >> 3;
+    return slot(((chunk >> lanes_log2) << 3) + (channel & 7),
+                group_first_thread + (chunk & ((1 << lanes_log2) - 1)));
+  }
+};
+
 // RoPE output channel c (doc/semantics.md step 3) of `row` (fp32, after QK-Norm). Channel c is x1
 // or x2 of its pair; the partner is the other. The products are rounded separately (no FMA
 // contraction), as the reference computes them.
 template <typename T>
-__device__ __forceinline__ float rotate_channel(const prologue_params &prm, const float *row, int c,
+__device__ __forceinline__ float rotate_channel(const prologue_params &prm,
+                                                const rotary_scratch &row, int c,
                                                 int64_t position) {
+  const float own = row.at(c);
   const int r = c - prm.rotary_offset;
-  if (r < 0 || r >= prm.rotary_dim) return row[c];
+  if (r < 0 || r >= prm.rotary_dim) return own;
   const int half = prm.rotary_dim >> 1;
   bool first;
   int pair, partner;
@@ -74,7 +94,7 @@ __device__ __forceinline__ float rotate_channel(const prologue_params &prm, cons
   const int64_t table_index = position * half + pair;
   const float cos_v = to_float(__ldg(static_cast<const T *>(prm.cos_cache) + table_index));
   const float sin_v = to_float(__ldg(static_cast<const T *>(prm.sin_cache) + table_index));
-  const float own = row[c], other = row[partner];
+  const float other = row.at(partner);
   return first ? __fsub_rn(__fmul_rn(own, cos_v), __fmul_rn(other, sin_v))
                : __fadd_rn(__fmul_rn(own, cos_v), __fmul_rn(other, sin_v));
 }
@@ -84,14 +104,14 @@ __device__ __forceinline__ float rotate_channel(const prologue_params &prm, cons
 // just does not load or store.
 template <typename T, typename C>
 __global__ void __launch_bounds__(kPrologueThreads) prologue_kernel(const prologue_params prm) {
-  extern __shared__ float rotary_rows[];  // per lane group: its row in fp32, for RoPE's partners
+  extern __shared__ float rotary_rows[];  // the rows being rotated, in fp32 (rotary_scratch)
   const int L = prm.lanes_per_row;
   const int group = threadIdx.x >> prm.lanes_log2;
   const int lane_in_row = threadIdx.x & (L - 1);
   const int groups_per_cta = blockDim.x >> prm.lanes_log2;
   const int D = prm.head_size;
   const int chunks = D >> 3;
-  float *row_scratch = rotary_rows + group * (prm.chunks_per_lane * L * 8);
+  const rotary_scratch row_scratch = {rotary_rows, group << prm.lanes_log2, prm.lanes_log2};
 
   for (int64_t first_row = (int64_t)blockIdx.x * groups_per_cta; first_row < prm.total_rows;
        first_row += (int64_t)gridDim.x * groups_per_cta) {
@@ -180,8 +200,10 @@ __global__ void __launch_bounds__(kPrologueThreads) prologue_kernel(const prolog
     float tensor_inv_scale = 1.0f;
     if (is_quantized<C>::value && active && kind != ROW_Q && quant == PA_QUANT_PER_TENSOR)
       tensor_inv_scale = 1.0f / __ldg(scale);
-    const bool rotate =
-        prm.do_rotary && transformed && position >= 0 && position < prm.rotary_max_positions;
+    // only rows that rotate go through shared memory; V rows and out-of-table positions store
+    // directly
+    const bool rotate = active && prm.do_rotary && transformed && position >= 0 &&
+                        position < prm.rotary_max_positions;
 
     auto write_chunk = [&](int chunk, const float(&x)[8]) {
       if (kind == ROW_Q) {
@@ -205,9 +227,10 @@ __global__ void __launch_bounds__(kPrologueThreads) prologue_kernel(const prolog
 #pragma unroll
         for (int i = 0; i < 8; i++) x[i] = __fmul_rn(__fmul_rn(x[i], inv_rms), w[i]);
       }
-      if (prm.do_rotary) {
+      if (rotate) {
 #pragma unroll
-        for (int i = 0; i < 8; i++) row_scratch[chunk * 8 + i] = x[i];
+        for (int i = 0; i < 8; i++)
+          row_scratch.slot(k * 8 + i, threadIdx.x) = x[i];  // at(chunk*8+i)
       } else if (active) {
         write_chunk(chunk, x);
       }
@@ -219,12 +242,11 @@ __global__ void __launch_bounds__(kPrologueThreads) prologue_kernel(const prolog
 #pragma unroll 1
       for (int k = 0; k < kPrologueMaxChunksPerLane; k++) {
         const int chunk = lane_in_row + k * L;
-        if (!active || k >= prm.chunks_per_lane || chunk >= chunks) continue;
+        if (!rotate || k >= prm.chunks_per_lane || chunk >= chunks) continue;
         float x[8];
 #pragma unroll
         for (int i = 0; i < 8; i++)
-          x[i] = rotate ? rotate_channel<T>(prm, row_scratch, chunk * 8 + i, position)
-                        : row_scratch[chunk * 8 + i];
+          x[i] = rotate_channel<T>(prm, row_scratch, chunk * 8 + i, position);
         write_chunk(chunk, x);
       }
       __syncwarp();  // the next iteration overwrites the scratch row
