@@ -7,15 +7,17 @@
 //   3. S = Q_g K_g^T, a strided-batched cuBLASLt GEMM over (b, kv_head),
 //   4. one masked-softmax pass per row (scale, softcap, bias, masks, sink) writing P over S in
 //      place, and output_qk,
-//   5. O = P V_g (cuBLASLt), then each token's rows scattered to output (rounded to T).
-// Precision: Q_g, K_g, V_g, S, P and O are fp32 and both GEMMs are true fp32 (CUBLAS_COMPUTE_32F,
-// not TF32), so UNFUSED computes what doc/semantics.md says (dequantized values and P in fp32,
-// rounded once to T at the end) up to the order of fp32 sums. Rounding to T before a GEMM does not
-// fit the 2e-2 output tolerance: with bf16 over int8 caches (values up to ~5), rounding V and P to T
-// cost up to 0.012 * (1 + |out|) on cancelling outputs, and rounding the dequantized K to T
-// alone (2^-9 relative per channel: a score error of ~0.0035 rms at D = 80) up to 0.019, growing
-// with the scale (simulated: 320k outputs, D = 80, 6..30 keys, the Python suite's data). Cost:
-// gathers and scratch twice the size of T ones, and GEMMs on fp32 units rather than tensor cores.
+//   5. O = P V_g (weighted_values_kernel: its sums must not depend on the bounds, see setup_gemms),
+//      then each token's rows scattered to output (rounded to T).
+// Precision: Q_g, K_g, V_g, S, P and O are fp32 and both products are true fp32
+// (CUBLAS_COMPUTE_32F, not TF32; fmaf), so UNFUSED computes what doc/semantics.md says (dequantized
+// values and P in fp32, rounded once to T at the end) up to the order of fp32 sums. Rounding to T
+// before a GEMM does not fit the 2e-2 output tolerance: with bf16 over int8 caches (values up to
+// ~5), rounding V and P to T cost up to 0.012 * (1 + |out|) on cancelling outputs, and rounding the
+// dequantized K to T alone (2^-9 relative per channel: a score error of ~0.0035 rms at D = 80) up
+// to 0.019, growing with the scale (simulated: 320k outputs, D = 80, 6..30 keys, the Python suite's
+// data). Cost: gathers and scratch twice the size of T ones, and products on fp32 units, not tensor
+// cores.
 // Every extent comes from static shapes and the clamped bounds (max_query_len, max_kv_len), so the
 // launches are replay-invariant; per-step lengths are read on the device.
 #include <cublasLt.h>
@@ -66,16 +68,33 @@ __host__ __device__ inline int64_t max64(int64_t x, int64_t y) { return x > y ? 
 // With a causal window and positions implied by past_seqlens, a sequence's admitted keys all lie in
 // [kv_len - q_len - W + 1, kv_len): at most max_q + W - 1 rows. With query_positions the positions
 // are device data, so the whole [0, kv_len) is gathered.
-static unfused_extents extents_for(const pa__problem *p) {
+static unfused_extents extents_for_bounds(const pa__problem *p, int64_t max_query_len,
+                                          int64_t max_kv_len) {
   unfused_extents e;
-  e.max_q = p->max_query_len > 0 ? p->max_query_len : 1;
+  e.max_q = max_query_len > 0 ? max_query_len : 1;
   e.q_rows = (int64_t)p->group_size * e.max_q;
-  int64_t keys = p->max_kv_len > 0 ? p->max_kv_len : 1;
+  int64_t keys = max_kv_len > 0 ? max_kv_len : 1;
   e.window_clamp = p->window > 0 && p->is_causal && !p->has_query_positions;
   if (e.window_clamp && e.max_q + p->window - 1 < keys) keys = e.max_q + p->window - 1;
   e.kv_rows = round_up(keys, 8);
   e.batches = (int64_t)p->batch_size * p->kv_num_heads;
   return e;
+}
+
+// The extents this plan's scratch is laid out for: the (clamped) attention_metadata bounds.
+static unfused_extents extents_for(const pa__problem *p) {
+  return extents_for_bounds(p, p->max_query_len, p->max_kv_len);
+}
+
+// The extents the scores GEMM's algorithm is chosen for (see setup_gemms): those with
+// attention_metadata absent, the same for every bound. Each is capped at kHeuristicRows rows, a
+// bound-free size whose best kernel also suits larger ones, so that the heuristic is never asked
+// about matrices far beyond any it was tuned for.
+constexpr int64_t kHeuristicRows = 32768;
+static unfused_extents heuristic_extents_for(const pa__problem *p) {
+  const int64_t max_kv = (int64_t)p->max_blocks_per_seq * p->block_size;
+  return extents_for_bounds(p, min64(p->token_count, max64(kHeuristicRows / p->group_size, 1)),
+                            min64(max_kv, kHeuristicRows));
 }
 
 // Appends a region of count * elem_size bytes at the next aligned offset; false on overflow.
@@ -127,6 +146,7 @@ struct unfused_args {
   paged_kv_layout kv;  // the cache geometry (kv_access.cuh)
   int32_t batch, heads, kv_heads, group, head_size, v_head_size;
   int64_t tokens, max_q, q_rows, kv_rows;
+  int64_t v_row_stride;  // floats between V_g rows: head_size in LATENT (V lies in K_g)
   int32_t window_clamp, window, is_causal;
   float scale, softcap;
   pa_quant_type k_quant, v_quant;
@@ -336,6 +356,63 @@ __global__ void __launch_bounds__(kRowThreads) masked_softmax_kernel(unfused_arg
   }
 }
 
+// O = P V_g for one (sequence, KV head) per tile of kWeightedTile rows x kWeightedTile channels.
+// Each thread sums its outputs over the sequence's own gathered keys in key order, one fmaf per
+// key, so an output depends on the keys' values and P only, never on the bounds (kv_rows, q_rows).
+constexpr int kWeightedTile = 64;
+constexpr int kWeightedKeys = 16;                   // keys staged in shared memory per step
+constexpr int kWeightedSide = 16;                   // 16 x 16 threads,
+constexpr int kWeightedPerThread = kWeightedTile / kWeightedSide;  // each owning 4 x 4 outputs
+constexpr int kWeightedThreads = kWeightedSide * kWeightedSide;
+
+__global__ void __launch_bounds__(kWeightedThreads) weighted_values_kernel(unfused_args a) {
+  __shared__ float p_tile[kWeightedKeys][kWeightedTile + 1];  // [key][row], +1 against conflicts
+  __shared__ float v_tile[kWeightedKeys][kWeightedTile];      // [key][channel]
+  const int64_t row_tiles = (a.q_rows + kWeightedTile - 1) / kWeightedTile;
+  const int64_t channel_tiles = (a.v_head_size + kWeightedTile - 1) / kWeightedTile;
+  const int64_t tiles = (int64_t)a.batch * a.kv_heads * row_tiles * channel_tiles;
+  const int tx = threadIdx.x % kWeightedSide, ty = threadIdx.x / kWeightedSide;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t batch = tile / (row_tiles * channel_tiles);  // b * kv_heads + kv_head
+    const int64_t within = tile % (row_tiles * channel_tiles);
+    const int64_t row0 = within / channel_tiles * kWeightedTile;
+    const int64_t channel0 = within % channel_tiles * kWeightedTile;
+    const int64_t keys = gathered_keys(a, (int)(batch / a.kv_heads)).count;
+    const float *probs = a.scores + batch * a.q_rows * a.kv_rows;
+    const float *values = a.v_gathered + batch * a.kv_rows * a.v_row_stride;
+    float acc[kWeightedPerThread][kWeightedPerThread] = {};
+    for (int64_t key0 = 0; key0 < keys; key0 += kWeightedKeys) {
+      for (int i = threadIdx.x; i < kWeightedTile * kWeightedKeys; i += blockDim.x) {
+        const int r = i / kWeightedKeys, k = i % kWeightedKeys;
+        const bool inside = row0 + r < a.q_rows && key0 + k < keys;
+        p_tile[k][r] = inside ? probs[(row0 + r) * a.kv_rows + key0 + k] : 0.0f;
+      }
+      for (int i = threadIdx.x; i < kWeightedKeys * kWeightedTile; i += blockDim.x) {
+        const int k = i / kWeightedTile, d = i % kWeightedTile;
+        const bool inside = channel0 + d < a.v_head_size && key0 + k < keys;
+        v_tile[k][d] = inside ? values[(key0 + k) * a.v_row_stride + channel0 + d] : 0.0f;
+      }
+      __syncthreads();
+#pragma unroll
+      for (int k = 0; k < kWeightedKeys; k++)
+#pragma unroll
+        for (int i = 0; i < kWeightedPerThread; i++)
+#pragma unroll
+          for (int j = 0; j < kWeightedPerThread; j++)
+            acc[i][j] = fmaf(p_tile[k][ty + i * kWeightedSide], v_tile[k][tx + j * kWeightedSide],
+                             acc[i][j]);
+      __syncthreads();
+    }
+    for (int i = 0; i < kWeightedPerThread; i++)
+      for (int j = 0; j < kWeightedPerThread; j++) {
+        const int64_t row = row0 + ty + i * kWeightedSide;
+        const int64_t channel = channel0 + tx + j * kWeightedSide;
+        if (row < a.q_rows && channel < a.v_head_size)
+          a.out_gathered[(batch * a.q_rows + row) * a.v_head_size + channel] = acc[i][j];
+      }
+  }
+}
+
 // One block per token: its output row from O_g, or zeros (and masked output_qk rows) for a token that
 // no sequence owns or that lies beyond max_q in its sequence.
 template <typename T>
@@ -374,7 +451,6 @@ struct unfused_state {
   unfused_layout layout;
   cublasLtHandle_t handle;
   gemm_plan scores_gemm;  // S^T = K_g x Q_g^T:   m = kv_rows, n = q_rows, k = head_size
-  gemm_plan output_gemm;  // O^T = V_g^T x P^T:   m = v_head_size, n = q_rows, k = kv_rows
 };
 
 static pa_status cublas_fail(cublasStatus_t s, const char *what) {
@@ -406,39 +482,6 @@ struct gemm_shape {
   int32_t batch;
 };
 
-// Creates the descriptors and picks the algorithm (plan time: contract §3 rule 5).
-static pa_status make_gemm(cublasLtHandle_t handle, gemm_plan *g, const gemm_shape &s,
-                           const char *what) {
-  PA_CUBLAS(cublasLtMatmulDescCreate(&g->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), what);
-  const cublasOperation_t op_a = s.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  PA_CUBLAS(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a),
-            what);
-  PA_CUBLAS(make_layout(&g->a, CUDA_R_32F, s.transpose_a ? s.k : s.m, s.transpose_a ? s.m : s.k,
-                        s.lda, s.batch, s.stride_a),
-            what);
-  PA_CUBLAS(make_layout(&g->b, CUDA_R_32F, s.k, s.n, s.ldb, s.batch, s.stride_b), what);
-  PA_CUBLAS(make_layout(&g->d, CUDA_R_32F, s.m, s.n, s.ldd, s.batch, s.stride_d), what);
-  cublasLtMatmulPreference_t preference;
-  PA_CUBLAS(cublasLtMatmulPreferenceCreate(&preference), what);
-  const uint64_t workspace = kCublasWorkspaceBytes;
-  cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
-      preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace);
-  cublasLtMatmulHeuristicResult_t result;
-  int found = 0;
-  if (status == CUBLAS_STATUS_SUCCESS)
-    status = cublasLtMatmulAlgoGetHeuristic(handle, g->desc, g->a, g->b, g->d, g->d, preference, 1,
-                                            &result, &found);
-  cublasLtMatmulPreferenceDestroy(preference);
-  if (status != CUBLAS_STATUS_SUCCESS) return cublas_fail(status, what);
-  if (found < 1)
-    return pa__fail(PA_ERROR_NOT_SUPPORTED,
-                    "UNFUSED %s: cuBLASLt has no algorithm for m=%llu n=%llu k=%llu batch=%d", what,
-                    (unsigned long long)s.m, (unsigned long long)s.n, (unsigned long long)s.k,
-                    s.batch);
-  g->algo = result.algo;
-  return PA_SUCCESS;
-}
-
 static void destroy_gemm(gemm_plan *g) {
   if (g->desc) cublasLtMatmulDescDestroy(g->desc);
   if (g->a) cublasLtMatrixLayoutDestroy(g->a);
@@ -446,27 +489,113 @@ static void destroy_gemm(gemm_plan *g) {
   if (g->d) cublasLtMatrixLayoutDestroy(g->d);
 }
 
-static pa_status setup_gemms(unfused_state *st, const pa__problem *p) {
-  const unfused_extents &e = st->extents;
-  const int64_t v_row = p->input_mode == PA__MODE_LATENT ? p->head_size : p->v_head_size;
-  PA_CUBLAS(cublasLtCreate(&st->handle), "handle");
-  gemm_shape scores = {true, (uint64_t)e.kv_rows, (uint64_t)e.q_rows, (uint64_t)p->head_size,
-                       p->head_size, e.kv_rows * p->head_size,
-                       p->head_size, e.q_rows * p->head_size,
-                       e.kv_rows, e.q_rows * e.kv_rows, (int32_t)e.batches};
-  pa_status s = make_gemm(st->handle, &st->scores_gemm, scores, "scores GEMM");
+// The operand layouts of shape s (g->desc is left alone).
+static pa_status make_gemm_layouts(gemm_plan *g, const gemm_shape &s, const char *what) {
+  PA_CUBLAS(make_layout(&g->a, CUDA_R_32F, s.transpose_a ? s.k : s.m, s.transpose_a ? s.m : s.k,
+                        s.lda, s.batch, s.stride_a),
+            what);
+  PA_CUBLAS(make_layout(&g->b, CUDA_R_32F, s.k, s.n, s.ldb, s.batch, s.stride_b), what);
+  PA_CUBLAS(make_layout(&g->d, CUDA_R_32F, s.m, s.n, s.ldd, s.batch, s.stride_d), what);
+  return PA_SUCCESS;
+}
+
+// The heuristic's first algorithm for shape s without split-K (found = 0 when there is none).
+static cublasStatus_t heuristic_algo(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+                                     const gemm_plan &layouts, cublasLtMatmulAlgo_t *algo,
+                                     int *found) {
+  cublasLtMatmulPreference_t preference;
+  cublasStatus_t status = cublasLtMatmulPreferenceCreate(&preference);
+  if (status != CUBLAS_STATUS_SUCCESS) return status;
+  const uint64_t workspace = kCublasWorkspaceBytes;
+  const uint32_t no_reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
+  status = cublasLtMatmulPreferenceSetAttribute(
+      preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace);
+  if (status == CUBLAS_STATUS_SUCCESS)
+    status = cublasLtMatmulPreferenceSetAttribute(
+        preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &no_reduction, sizeof no_reduction);
+  cublasLtMatmulHeuristicResult_t result;
+  *found = 0;
+  if (status == CUBLAS_STATUS_SUCCESS)
+    status = cublasLtMatmulAlgoGetHeuristic(handle, desc, layouts.a, layouts.b, layouts.d,
+                                            layouts.d, preference, 1, &result, found);
+  cublasLtMatmulPreferenceDestroy(preference);
+  if (status == CUBLAS_STATUS_SUCCESS && *found > 0) *algo = result.algo;
+  return status;
+}
+
+// Creates the descriptors for shape `actual` and fixes the algorithm (plan time: contract §3 rule
+// 5): the heuristic's choice for `chosen_for`, a shape that does not depend on the
+// attention_metadata bounds, with split-K forced to 1 and no reduction scheme, then checked to
+// serve `actual`. One kernel without split-K accumulates each output over k in the same order
+// whatever m, n and the strides are, so S (k = head_size) is the same for every bound.
+static pa_status make_gemm(cublasLtHandle_t handle, gemm_plan *g, const gemm_shape &actual,
+                           const gemm_shape &chosen_for, const char *what) {
+  PA_CUBLAS(cublasLtMatmulDescCreate(&g->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), what);
+  const cublasOperation_t op_a = actual.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  PA_CUBLAS(
+      cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a),
+      what);
+  gemm_plan heuristic_layouts = {};
+  pa_status s = make_gemm_layouts(&heuristic_layouts, chosen_for, what);
+  int found = 0;
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  if (s == PA_SUCCESS)
+    status = heuristic_algo(handle, g->desc, heuristic_layouts, &g->algo, &found);
+  destroy_gemm(&heuristic_layouts);
   if (s != PA_SUCCESS) return s;
-  gemm_shape output = {false, (uint64_t)p->v_head_size, (uint64_t)e.q_rows, (uint64_t)e.kv_rows,
-                       v_row, e.kv_rows * v_row,
-                       e.kv_rows, e.q_rows * e.kv_rows,
-                       p->v_head_size, e.q_rows * p->v_head_size, (int32_t)e.batches};
-  return make_gemm(st->handle, &st->output_gemm, output, "output GEMM");
+  if (status != CUBLAS_STATUS_SUCCESS) return cublas_fail(status, what);
+  if (found < 1)
+    return pa__fail(PA_ERROR_NOT_SUPPORTED,
+                    "UNFUSED %s: cuBLASLt has no algorithm for m=%llu n=%llu k=%llu batch=%d", what,
+                    (unsigned long long)chosen_for.m, (unsigned long long)chosen_for.n,
+                    (unsigned long long)chosen_for.k, chosen_for.batch);
+  const uint32_t one_split = 1, no_reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
+  PA_CUBLAS(cublasLtMatmulAlgoConfigSetAttribute(&g->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+                                                 &one_split, sizeof one_split),
+            what);
+  PA_CUBLAS(cublasLtMatmulAlgoConfigSetAttribute(&g->algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                                                 &no_reduction, sizeof no_reduction),
+            what);
+  if ((s = make_gemm_layouts(g, actual, what)) != PA_SUCCESS) return s;
+  cublasLtMatmulHeuristicResult_t check = {};
+  status = cublasLtMatmulAlgoCheck(handle, g->desc, g->a, g->b, g->d, g->d, &g->algo, &check);
+  if (status != CUBLAS_STATUS_SUCCESS || check.workspaceSize > kCublasWorkspaceBytes)
+    return pa__fail(PA_ERROR_NOT_SUPPORTED,
+                    "UNFUSED %s: the algorithm chosen for m=%llu n=%llu (bound-free extents) "
+                    "does not serve m=%llu n=%llu k=%llu batch=%d (cuBLASLt check "
+                    "returned %d, workspace %llu of %llu bytes)",
+                    what, (unsigned long long)chosen_for.m, (unsigned long long)chosen_for.n,
+                    (unsigned long long)actual.m, (unsigned long long)actual.n,
+                    (unsigned long long)actual.k, actual.batch, (int)status,
+                    (unsigned long long)check.workspaceSize,
+                    (unsigned long long)kCublasWorkspaceBytes);
+  return PA_SUCCESS;
+}
+
+static gemm_shape scores_shape(const pa__problem *p, const unfused_extents &e) {
+  return {true, (uint64_t)e.kv_rows, (uint64_t)e.q_rows, (uint64_t)p->head_size,
+          p->head_size, e.kv_rows * p->head_size,
+          p->head_size, e.q_rows * p->head_size,
+          e.kv_rows, e.q_rows * e.kv_rows, (int32_t)e.batches};
+}
+
+// Contract §3 rule 4 (results identical with attention_metadata absent, tight or loose): the bounds
+// set the scratch extents, and cuBLASLt's heuristic picks a different kernel (tiling, split-K) per
+// shape, changing the order of the sums. So S = Q_g K_g^T runs one algorithm chosen for the
+// bound-free extents (make_gemm). O = P V_g reduces over the keys, whose count kv_rows does follow
+// the bounds, and cuBLAS kernels may place their K tiles and K slices relative to that count: it
+// runs weighted_values_kernel instead, which sums each sequence's own keys in order. The softmax
+// takes its max and sum over admitted keys only (the padding is -inf and skipped), with per-thread
+// columns and a reduction tree that do not depend on kv_rows.
+static pa_status setup_gemms(unfused_state *st, const pa__problem *p) {
+  PA_CUBLAS(cublasLtCreate(&st->handle), "handle");
+  return make_gemm(st->handle, &st->scores_gemm, scores_shape(p, st->extents),
+                   scores_shape(p, heuristic_extents_for(p)), "scores GEMM");
 }
 
 static void destroy_state(unfused_state *st) {
   if (!st) return;
   destroy_gemm(&st->scores_gemm);
-  destroy_gemm(&st->output_gemm);
   if (st->handle) cublasLtDestroy(st->handle);
   delete st;
 }
@@ -553,11 +682,11 @@ static pa_status launch_typed(const unfused_state *st, const unfused_args &a, pa
             "scores GEMM");
   const int64_t score_rows = (int64_t)a.batch * a.kv_heads * a.q_rows;
   masked_softmax_kernel<T><<<(unsigned)min64(score_rows, kMaxGrid), kRowThreads, 0, stream>>>(a);
-  PA_CUBLAS(cublasLtMatmul(st->handle, st->output_gemm.desc, &one, a.v_gathered, st->output_gemm.a,
-                           a.scores, st->output_gemm.b, &zero, a.out_gathered, st->output_gemm.d,
-                           a.out_gathered, st->output_gemm.d, &st->output_gemm.algo,
-                           cublas_workspace, kCublasWorkspaceBytes, stream),
-            "output GEMM");
+  const int64_t output_tiles = (int64_t)a.batch * a.kv_heads *
+                               ((a.q_rows + kWeightedTile - 1) / kWeightedTile) *
+                               ((a.v_head_size + kWeightedTile - 1) / kWeightedTile);
+  weighted_values_kernel<<<(unsigned)min64(output_tiles, kMaxGrid), kWeightedThreads, 0, stream>>>(
+      a);
   scatter_output_kernel<T><<<(unsigned)min64(a.tokens, kMaxGrid), kCopyThreads, 0, stream>>>(a);
   return PA_SUCCESS;
 }
@@ -580,6 +709,7 @@ static pa_status unfused_run(const pa_plan *plan, const pa__io *io, pa__stream s
   a.max_q = e.max_q;
   a.q_rows = e.q_rows;
   a.kv_rows = e.kv_rows;
+  a.v_row_stride = p->input_mode == PA__MODE_LATENT ? p->head_size : p->v_head_size;
   a.window_clamp = e.window_clamp;
   a.window = p->window;
   a.is_causal = p->is_causal;
