@@ -69,41 +69,67 @@ struct rotary_scratch {
   }
 };
 
-// RoPE output channel c (doc/semantics.md step 3) of `row` (fp32, after QK-Norm). Channel c is x1
-// or x2 of its pair; the partner is the other. The products are rounded separately (no FMA
-// contraction), as the reference computes them.
+// One RoPE output (doc/semantics.md step 3): x1' = x1*cos - x2*sin when `own` is x1 of its pair,
+// x2' = x2*cos + x1*sin when it is x2. The products are rounded separately (no FMA contraction), as
+// the reference computes them.
+__device__ __forceinline__ float rope(bool own_is_x1, float own, float partner, float cos_v,
+                                      float sin_v) {
+  return own_is_x1 ? __fsub_rn(__fmul_rn(own, cos_v), __fmul_rn(partner, sin_v))
+                   : __fadd_rn(__fmul_rn(own, cos_v), __fmul_rn(partner, sin_v));
+}
+
+// The 8 channels of `chunk` after RoPE, from the row in shared memory (fp32, after QK-Norm).
 template <typename T>
-__device__ __forceinline__ float rotate_channel(const prologue_params &prm,
-                                                const rotary_scratch &row, int c,
-                                                int64_t position) {
-  const float own = row.at(c);
-  const int r = c - prm.rotary_offset;
-  if (r < 0 || r >= prm.rotary_dim) return own;
-  const int half = prm.rotary_dim >> 1;
-  bool first;
-  int pair, partner;
-  if (prm.rotary_interleaved) {
-    first = (r & 1) == 0;
-    pair = r >> 1;
-    partner = first ? c + 1 : c - 1;
-  } else {
-    first = r < half;
-    pair = first ? r : r - half;
-    partner = first ? c + half : c - half;
+__device__ __forceinline__ void rotate_chunk(const prologue_params &prm, const rotary_scratch &row,
+                                             int chunk, int64_t position, float (&x)[8]) {
+  const int c0 = chunk * 8, r0 = c0 - prm.rotary_offset, R = prm.rotary_dim, half = R >> 1;
+  const bool interleaved = prm.rotary_interleaved;
+  const T *cos_row = static_cast<const T *>(prm.cos_cache) + position * half;
+  const T *sin_row = static_cast<const T *>(prm.sin_cache) + position * half;
+  // Usually the chunk lies inside the rotated range as 4 whole pairs (interleaved) or as x1 (or x2)
+  // of 8 consecutive pairs (half-split): pair and partner then follow channel 0's, which saves
+  // most of the per-channel index arithmetic.
+  const bool uniform =
+      r0 >= 0 && r0 + 8 <= R && (interleaved ? (r0 & 1) == 0 : (r0 + 8 <= half || r0 >= half));
+  if (uniform) {
+    const bool first_half = r0 < half;
+    const int pair0 = interleaved ? r0 >> 1 : (first_half ? r0 : r0 - half);
+    const int partner0 = interleaved ? c0 : (first_half ? c0 + half : c0 - half);
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      const int pair = pair0 + (interleaved ? i >> 1 : i);
+      x[i] = rope(interleaved ? (i & 1) == 0 : first_half, row.at(c0 + i),
+                  row.at(partner0 + (interleaved ? i ^ 1 : i)), to_float(__ldg(cos_row + pair)),
+                  to_float(__ldg(sin_row + pair)));
+    }
+    return;
   }
-  const int64_t table_index = position * half + pair;
-  const float cos_v = to_float(__ldg(static_cast<const T *>(prm.cos_cache) + table_index));
-  const float sin_v = to_float(__ldg(static_cast<const T *>(prm.sin_cache) + table_index));
-  const float other = row.at(partner);
-  return first ? __fsub_rn(__fmul_rn(own, cos_v), __fmul_rn(other, sin_v))
-               : __fadd_rn(__fmul_rn(own, cos_v), __fmul_rn(other, sin_v));
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    const int c = c0 + i, r = r0 + i;
+    x[i] = row.at(c);
+    if (r < 0 || r >= R) continue;  // outside the rotated range: passes through
+    const bool first = interleaved ? (r & 1) == 0 : r < half;
+    const int pair = interleaved ? r >> 1 : (first ? r : r - half);
+    const int partner = interleaved ? (first ? c + 1 : c - 1) : (first ? c + half : c - half);
+    x[i] = rope(first, x[i], row.at(partner), to_float(__ldg(cos_row + pair)),
+                to_float(__ldg(sin_row + pair)));
+  }
+}
+
+// Resident CTAs per SM the kernel's registers are held to: 5 (<= 48 registers) for a T cache, 4
+// (<= 64) when quantizing, which needs more; without the bound the 8-bit variants took 78.
+template <typename C>
+constexpr int prologue_min_ctas_per_sm() {
+  return is_quantized<C>::value ? 4 : 5;
 }
 
 // Every lane of a warp runs every iteration (the shuffles and __syncwarp need the whole warp); a
 // lane without work (row past the end, token of no sequence, slot not written, chunk past the row)
 // just does not load or store.
 template <typename T, typename C>
-__global__ void __launch_bounds__(kPrologueThreads) prologue_kernel(const prologue_params prm) {
+__global__ void __launch_bounds__(kPrologueThreads, prologue_min_ctas_per_sm<C>())
+    prologue_kernel(const prologue_params prm) {
   extern __shared__ float rotary_rows[];  // the rows being rotated, in fp32 (rotary_scratch)
   const int L = prm.lanes_per_row;
   const int group = threadIdx.x >> prm.lanes_log2;
@@ -244,9 +270,7 @@ __global__ void __launch_bounds__(kPrologueThreads) prologue_kernel(const prolog
         const int chunk = lane_in_row + k * L;
         if (!rotate || k >= prm.chunks_per_lane || chunk >= chunks) continue;
         float x[8];
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-          x[i] = rotate_channel<T>(prm, row_scratch, chunk * 8 + i, position);
+        rotate_chunk<T>(prm, row_scratch, chunk, position, x);
         write_chunk(chunk, x);
       }
       __syncwarp();  // the next iteration overwrites the scratch row
