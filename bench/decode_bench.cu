@@ -344,8 +344,7 @@ double sampled_error(const device_problem &p, bool verbose) {
     for (int h : heads) {
       const double err = oracle_max_rel_error(p, b, h);
       if (verbose)
-        printf("  token %d (kv_len %d) head %d: err %.2e\n", b, p.cfg.s.kv_lens[(size_t)b], h,
-               err);
+        printf("  token %d (kv_len %d) head %d: err %.2e\n", b, p.cfg.s.kv_lens[(size_t)b], h, err);
       if (!(err <= worst)) worst = err;
     }
   return worst;

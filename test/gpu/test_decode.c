@@ -165,6 +165,30 @@ int main(void) {
     gpu_matrix_add(&all, run(&skew, axes, NUM(axes)));
   }
 
+  {
+    /* pa_bench_decode's skewed batch scaled down (its check once failed at block 64 on the H200):
+     * one long sequence among many short ones, shuffled blocks, so the device work list mixes a
+     * token with a split in every split slot (tight bound) with one-split tokens. The harness gives
+     * every table entry its own block: about 270 MB per cache (68 MB quick). */
+    enum { kSkewBatch = 64 };
+    static int32_t many_past[kSkewBatch], many_q[kSkewBatch];
+    for (int b = 0; b < kSkewBatch; b++) {
+      many_past[b] = b == 0 ? (quick ? 4095 : 8191) : 511;
+      many_q[b] = 1;
+    }
+    gpu_case skew = gpu_case_default("decode_skewed_many");
+    skew.num_heads = 8;
+    skew.kv_num_heads = 2;
+    skew.dtype = PA_DTYPE_BFLOAT16;
+    skew.batch_size = quick ? kSkewBatch / 2 : kSkewBatch;
+    skew.past_lens = many_past;
+    skew.q_lens = many_q;
+    skew.shuffled_blocks = 1;
+    const gpu_axis axes[] = {GPU_AXIS(block_size, 16, 64),
+                             GPU_AXIS(metadata, GPU_METADATA_NONE, GPU_METADATA_TIGHT)};
+    gpu_matrix_add(&all, run(&skew, axes, NUM(axes)));
+  }
+
   /* prologue features in front of DECODE: staged Q (rotary, QK-Norm, packed) and explicit slots */
   gpu_case front = gpu_case_default("decode_prologue_inputs");
   front.num_heads = 8;
