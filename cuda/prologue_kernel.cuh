@@ -176,6 +176,19 @@ __global__ void __launch_bounds__(kPrologueThreads, prologue_min_ctas_per_sm<C>(
         raw[k] = __ldg(reinterpret_cast<const uint4 *>(src + chunk * 8));
     }
 
+    // Loads that need only t go out before the lookup's chain of dependent loads (each a DRAM
+    // round trip when the small tables are cold): the past length of the likely sequence (the
+    // lookup's first guess: token t's own in a decode step) and an 8-bit cache's single scale.
+    const int32_t likely_b = (int32_t)(t < prm.batch_size - 1 ? t : prm.batch_size - 1);
+    const int32_t likely_past =
+        active && !prm.query_positions ? __ldg(prm.past_seqlens + likely_b) : 0;
+    const bool to_k_cache = kind == ROW_K;
+    const float *scale = to_k_cache ? prm.k_scale : prm.v_scale;
+    const pa_quant_type quant = to_k_cache ? prm.k_quant : prm.v_quant;
+    float tensor_scale = 1.0f;  // inverted after the lookup: no wait for it here
+    if (is_quantized<C>::value && kind != ROW_Q && quant == PA_QUANT_PER_TENSOR)
+      tensor_scale = __ldg(scale);
+
     // the token's sequence, position and destination row
     int64_t position = 0;
     int64_t dst_row = -1;  // element offset of the destination row
@@ -183,8 +196,10 @@ __global__ void __launch_bounds__(kPrologueThreads, prologue_min_ctas_per_sm<C>(
       const int b = token_sequence(prm.cu_seqlens, prm.batch_size, t);
       if (b >= 0) {
         const int64_t first_token = __ldg(prm.cu_seqlens + b);
-        position = prm.query_positions ? (int64_t)__ldg(prm.query_positions + t)
-                                       : (int64_t)__ldg(prm.past_seqlens + b) + (t - first_token);
+        position = prm.query_positions
+                       ? (int64_t)__ldg(prm.query_positions + t)
+                       : (int64_t)(b == likely_b ? likely_past : __ldg(prm.past_seqlens + b)) +
+                             (t - first_token);
         if (kind == ROW_Q) {
           dst_row = (t * prm.num_heads + head) * D;
         } else if (prm.slot_mapping) {
@@ -216,16 +231,10 @@ __global__ void __launch_bounds__(kPrologueThreads, prologue_min_ctas_per_sm<C>(
       inv_rms = 1.0f / sqrtf(sum_sq / (float)D + prm.qk_norm_epsilon);
     }
     const bool normalize = prm.has_qk_norm && transformed;
+    const float tensor_inv_scale = 1.0f / tensor_scale;
     const T *norm_weight =
         static_cast<const T *>(kind == ROW_Q ? prm.q_norm_weight : prm.k_norm_weight);
 
-    // destination and quantization of this row
-    const bool to_k_cache = kind == ROW_K;
-    const float *scale = to_k_cache ? prm.k_scale : prm.v_scale;
-    const pa_quant_type quant = to_k_cache ? prm.k_quant : prm.v_quant;
-    float tensor_inv_scale = 1.0f;
-    if (is_quantized<C>::value && active && kind != ROW_Q && quant == PA_QUANT_PER_TENSOR)
-      tensor_inv_scale = 1.0f / __ldg(scale);
     // only rows that rotate go through shared memory; V rows and out-of-table positions store
     // directly
     const bool rotate = active && prm.do_rotary && transformed && position >= 0 &&
