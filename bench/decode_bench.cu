@@ -290,8 +290,10 @@ std::vector<unsigned char> download_rows(const device_problem &p, const void *ca
 }
 
 // Host fp64 attention for (token b, head h), from the cache as the step left it; returns the
-// largest output error relative to the largest reference channel.
-double oracle_max_rel_error(const device_problem &p, int b, int h) {
+// largest output error relative to the largest reference channel. verbose: prints the row's
+// error with the largest reference and output channel (zeros, garbage and a partial average look
+// different).
+double oracle_max_rel_error(const device_problem &p, int b, int h, bool verbose) {
   const shape &s = p.cfg.s;
   const int D = s.head_size, kv_head = h / (s.heads / s.kv_heads);
   const int L = s.kv_lens[(size_t)b];
@@ -325,13 +327,17 @@ double oracle_max_rel_error(const device_problem &p, int b, int h) {
     for (int c = 0; c < D; c++)
       acc[(size_t)c] += w * element_to_float(values.data(), (int64_t)k * D + c, ct) * vs;
   }
-  double max_ref = 1e-6, max_err = 0;
+  double max_ref = 1e-6, max_err = 0, max_out = 0;
   for (int c = 0; c < D; c++) {
-    double ref = acc[(size_t)c] / den;
+    const double ref = acc[(size_t)c] / den, got = element_to_float(out.data(), c, t);
     max_ref = std::max(max_ref, fabs(ref));
-    const double err = fabs(ref - element_to_float(out.data(), c, t));
+    const double err = fabs(ref - got);
     if (!(err <= max_err)) max_err = err;  // a NaN output stays NaN (std::max would drop it)
+    if (!(fabs(got) <= max_out)) max_out = fabs(got);
   }
+  if (verbose)
+    printf("  token %d (kv_len %d) head %d: err %.2e (largest |reference| %.2e, |output| %.2e)\n",
+           b, L, h, max_err / max_ref, max_ref, max_out);
   return max_err / max_ref;
 }
 
@@ -344,9 +350,7 @@ double sampled_error(const device_problem &p, bool verbose) {
     for (int h : heads) {
       const int b = tokens[i];
       if (i > 0 && b == tokens[i - 1]) continue;  // batches of one or two
-      const double err = oracle_max_rel_error(p, b, h);
-      if (verbose)
-        printf("  token %d (kv_len %d) head %d: err %.2e\n", b, p.cfg.s.kv_lens[(size_t)b], h, err);
+      const double err = oracle_max_rel_error(p, b, h, verbose);
       if (!(err <= worst)) worst = err;
     }
   return worst;
