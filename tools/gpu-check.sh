@@ -28,10 +28,10 @@ print("tests:", dict(c)); [print("  not ok:", b) for b in bad[:40]]
 PY
     summary+=("$(head -1 "$out/tests-summary.txt")") ;;
   sanitize)
-    for t in build-gpu/test/gpu/*; do
-      [ -x "$t" ] && [ -f "$t" ] || continue
-      PA_GPU_TEST_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 9 "$t" >"$out/sanitize-$(basename "$t").log" 2>&1
-      summary+=("memcheck $(basename "$t"): rc=$? $(grep -c 'Invalid' "$out/sanitize-$(basename "$t").log") invalid accesses")
+    for name in ${SANITIZE_TESTS:-decode prologue unfused}; do  # the quick matrices under memcheck
+      t=build-gpu/test/gpu/test_gpu_$name
+      PA_GPU_TEST_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 9 "$t" >"$out/sanitize.log" 2>&1
+      summary+=("memcheck $name: rc=$? $(grep -c 'Invalid' "$out/sanitize.log") invalid accesses, $(grep -E '^test_|^decode:' "$out/sanitize.log" | tail -1)")
     done ;;
   bench)
     for b in build-gpu/bench/pa_bench_*; do
@@ -39,7 +39,7 @@ PY
       "$b" --quick >"$out/bench-$(basename "$b").txt" 2>&1; summary+=("bench $(basename "$b"): rc=$?")
     done ;;
   anchors)
-    python3 bench/anchors.py --quick >"$out/anchors.txt" 2>&1; summary+=("anchors: rc=$?") ;;
+    python3 bench/anchors.py ${ANCHORS_ARGS:---quick} >"$out/anchors.txt" 2>&1; summary+=("anchors: rc=$?") ;;
   esac
 done
 printf '%s\n' "${summary[@]}"
