@@ -14,6 +14,7 @@ if ! ninja -C build-gpu >"$out/build.log" 2>&1; then
   grep -E "error|Error" -A4 "$out/build.log" | head -80; exit 1
 fi
 summary+=("build: $(( $(date +%s) - start )) s")
+rm -f "$out/setup.log" "$out/build.log"  # only 8 files come back from the device machine
 for step in "$@"; do
   case "$step" in
   tests)
@@ -42,5 +43,5 @@ PY
     python3 bench/anchors.py ${ANCHORS_ARGS:---quick} >"$out/anchors.txt" 2>&1; summary+=("anchors: rc=$?") ;;
   esac
 done
-printf '%s\n' "${summary[@]}"
+printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
 for f in "$out"/bench-*.txt "$out/anchors.txt"; do [ -f "$f" ] && { echo "== $f"; tail -25 "$f"; }; done
