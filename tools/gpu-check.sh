@@ -18,7 +18,7 @@ rm -f "$out/setup.log" "$out/build.log"  # only 8 files come back from the devic
 for step in "$@"; do
   case "$step" in
   tests)
-    meson test -C build-gpu --num-processes 4 --print-errorlogs >"$out/tests.log" 2>&1
+    meson test -C build-gpu --num-processes 4 --print-errorlogs ${TEST_ARGS:-} >"$out/tests.log" 2>&1
     python3 - "$out" <<'PY' | tee "$out/tests-summary.txt"
 import json, sys, collections
 c = collections.Counter(); bad = []
