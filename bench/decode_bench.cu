@@ -4,9 +4,14 @@
 // host fp64 oracle on sample rows, then timed with CUDA events (median of >= 100 after warm-up).
 // Reports TB/s of the K+V bytes that must be read (window-free, so every cached byte) and the
 // percentage of a device-to-device copy measured in the same run (read + write counted).
-//   pa_bench_decode [--quick] [--graph]
-//     --quick  fewer block sizes and cache types (what tools/gpu-check.sh runs)
-//     --graph  only the latency case (B = 1, L = 1k) eagerly and in a CUDA graph
+// Each row also gives the paged-read ceiling: the same K+V bytes read through the same block table
+// by a kernel that does nothing else (16-byte loads, every CTA independent), so "% of ceiling"
+// separates the cost of the attention math from the cost of the page-scattered access pattern.
+//   pa_bench_decode [--quick] [--graph] [--only TEXT] [--block N]
+//     --quick     fewer block sizes and cache types (what tools/gpu-check.sh runs)
+//     --graph     only the latency case (B = 1, L = 1k) eagerly and in a CUDA graph
+//     --only TEXT only the shapes whose label contains TEXT (e.g. for a profiler)
+//     --block N   only block size N
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -103,6 +108,40 @@ void fill(void *dst, int64_t count, pa_dtype t, float amp, uint64_t seed) {
   CHECK_CUDA(cudaGetLastError());
 }
 
+// ---- the paged-read ceiling -------------------------------------------------------------------
+
+constexpr int kCeilingKeys = 64;  // keys per CTA, as a DECODE tile
+constexpr int kCeilingThreads = 256;
+
+// One CTA per (sequence, 64-key chunk, KV head), KV heads innermost so neighbouring CTAs read
+// neighbouring bytes of a page; XOR of every K and V 16-byte vector, stored only if it hits an
+// impossible value (keeps the loads alive).
+__global__ void __launch_bounds__(kCeilingThreads) paged_read_kernel(
+    const uint4 *k_cache, const uint4 *v_cache, const int32_t *block_table, const int32_t *past,
+    int blocks_per_seq, int block_size, int kv_heads, int row_vecs, int chunks_per_seq,
+    uint4 *sink) {
+  const int kv_head = blockIdx.x % kv_heads;
+  const int rest = blockIdx.x / kv_heads;
+  const int seq = rest / chunks_per_seq, key0 = rest % chunks_per_seq * kCeilingKeys;
+  const int len = past[seq] + 1;
+  uint4 acc = make_uint4(0, 0, 0, 0);
+#pragma unroll 4
+  for (int i = threadIdx.x; i < kCeilingKeys * row_vecs; i += kCeilingThreads) {
+    const int key = key0 + i / row_vecs;
+    if (key >= len) break;
+    const int64_t block = block_table[(int64_t)seq * blocks_per_seq + key / block_size];
+    const int64_t vec =
+        ((block * block_size + key % block_size) * kv_heads + kv_head) * row_vecs + i % row_vecs;
+    const uint4 x = __ldcs(k_cache + vec), y = __ldcs(v_cache + vec);
+    acc.x ^= x.x ^ y.x;
+    acc.y ^= x.y ^ y.y;
+    acc.z ^= x.z ^ y.z;
+    acc.w ^= x.w ^ y.w;
+  }
+  if (acc.x == 0x9e3779b9u && acc.y == 0x7f4a7c15u && acc.z == acc.w) sink[0] = acc;
+}
+
+// Median microseconds of the paged read of every K and V byte of the step.
 // ---- host decoding for the oracle -------------------------------------------------------------
 
 float half_bits_to_float(uint16_t h) {
@@ -243,6 +282,41 @@ void setup(device_problem &p, const config &cfg, uint64_t seed) {
   int64_t tokens = 0;
   for (int L : s.kv_lens) tokens += L;
   p.kv_bytes = 2.0 * (double)tokens * s.kv_heads * s.head_size * pa_dtype_size(cfg.cache_dtype);
+}
+
+double paged_read_us(const device_problem &p, cudaStream_t stream) {
+  const shape &s = p.cfg.s;
+  const int row_vecs = (int)(s.head_size * pa_dtype_size(p.cfg.cache_dtype) / 16);
+  const int chunks = (int)((p.max_kv + kCeilingKeys - 1) / kCeilingKeys);
+  uint4 *sink;
+  CHECK_CUDA(cudaMalloc(&sink, sizeof(uint4)));
+  auto launch = [&]() {
+    paged_read_kernel<<<(unsigned)((int64_t)p.batch * chunks * s.kv_heads), kCeilingThreads, 0,
+                        stream>>>(
+        (const uint4 *)p.dev[PA_IN_KEY_CACHE], (const uint4 *)p.dev[PA_IN_VALUE_CACHE],
+        (const int32_t *)p.dev[PA_IN_BLOCK_TABLE], (const int32_t *)p.dev[PA_IN_PAST_SEQLENS],
+        p.blocks_per_seq, p.cfg.block_size, s.kv_heads, row_vecs, chunks, sink);
+  };
+  for (int i = 0; i < 5; i++) launch();
+  CHECK_CUDA(cudaGetLastError());
+  cudaEvent_t start, stop;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+  std::vector<float> times;
+  for (int i = 0; i < 100; i++) {
+    CHECK_CUDA(cudaEventRecord(start, stream));
+    launch();
+    CHECK_CUDA(cudaEventRecord(stop, stream));
+    CHECK_CUDA(cudaEventSynchronize(stop));
+    float ms;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    times.push_back(ms * 1000.0f);
+  }
+  CHECK_CUDA(cudaEventDestroy(start));
+  CHECK_CUDA(cudaEventDestroy(stop));
+  CHECK_CUDA(cudaFree(sink));
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
 }
 
 void release(device_problem &p) {
@@ -475,9 +549,11 @@ int bench_one(const config &cfg, double copy, cudaStream_t stream, uint64_t seed
 
   const double us = time_execute(plan, p, workspace, ws, stream, 100, false);
   const double tbps = p.kv_bytes / (us * 1e-6) / 1e12;
-  printf("%-28s block %3d %-4s cache %-4s: %9.1f us %6.2f TB/s %5.1f%% of copy  err %.1e %s\n",
+  const double ceiling = p.kv_bytes / (paged_read_us(p, stream) * 1e-6) / 1e12;
+  printf("%-28s block %3d %-4s cache %-4s: %9.1f us %6.2f TB/s %5.1f%% of copy %5.1f%% of the "
+         "paged read (%.2f TB/s)  err %.1e %s\n",
          cfg.s.label, cfg.block_size, dtype_name(cfg.dtype), dtype_name(cfg.cache_dtype), us, tbps,
-         100.0 * tbps / copy, err, ok ? "ok" : "FAILED CHECK");
+         100.0 * tbps / copy, 100.0 * tbps / ceiling, ceiling, err, ok ? "ok" : "FAILED CHECK");
   if (graph) {
     const double graph_us = time_execute(plan, p, workspace, ws, stream, 1000, true);
     printf("%-28s block %3d %-4s cache %-4s: %9.2f us per step in a CUDA graph (eager %.2f us)\n",
@@ -499,13 +575,19 @@ shape uniform(const char *label, int heads, int kv_heads, int head_size, int bat
 
 int main(int argc, char **argv) {
   bool quick = false, graph_only = false;
+  const char *only = nullptr;
+  int only_block = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick"))
       quick = true;
     else if (!strcmp(argv[i], "--graph"))
       graph_only = true;
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+      only = argv[++i];
+    else if (!strcmp(argv[i], "--block") && i + 1 < argc)
+      only_block = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: %s [--quick] [--graph]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--quick] [--graph] [--only TEXT] [--block N]\n", argv[0]);
       return 2;
     }
   }
@@ -542,20 +624,26 @@ int main(int argc, char **argv) {
   if (!graph_only) {
     const std::vector<int> block_sizes =
         quick ? std::vector<int>{16, 64} : std::vector<int>{16, 32, 64};
+    auto wanted = [&](const shape &s, int bs) {
+      return (!only || strstr(s.label, only)) && (!only_block || bs == only_block);
+    };
     for (const shape &s : shapes)
       for (int bs : block_sizes)
-        failures +=
-            bench_one({s, bs, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16}, copy, stream, seed++, false);
+        if (wanted(s, bs))
+          failures +=
+              bench_one({s, bs, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16}, copy, stream, seed++, false);
     // cache types on the first rows: fp16, int8, fp8 (target: 8-bit >= 1.8x the bf16 speed)
     const size_t typed_rows = quick ? 1 : 4;
     for (size_t i = 0; i < typed_rows; i++)
       for (pa_dtype cache : {PA_DTYPE_FLOAT16, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN}) {
         pa_dtype t = cache == PA_DTYPE_FLOAT16 ? PA_DTYPE_FLOAT16 : PA_DTYPE_BFLOAT16;
-        failures += bench_one({shapes[i], 16, t, cache}, copy, stream, seed++, false);
+        if (wanted(shapes[i], 16))
+          failures += bench_one({shapes[i], 16, t, cache}, copy, stream, seed++, false);
       }
   }
-  failures +=
-      bench_one({latency, 16, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16}, copy, stream, seed++, true);
+  if (!only || graph_only)
+    failures +=
+        bench_one({latency, 16, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16}, copy, stream, seed++, true);
   CHECK_CUDA(cudaStreamDestroy(stream));
   if (failures) printf("%d configuration(s) FAILED the correctness check\n", failures);
   return failures ? 1 : 0;
