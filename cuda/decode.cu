@@ -48,8 +48,7 @@ __global__ void __launch_bounds__(kScheduleThreads) decode_schedule_kernel(const
     const int64_t token = chunk + threadIdx.x;
     int32_t splits = 0;
     if (token < P.token_count) {
-      const key_range range = token_key_range(P, token);
-      const int64_t tiles = (range.hi - range.lo + kDecodeTileKeys - 1) / kDecodeTileKeys;
+      const int64_t tiles = token_key_range(P, token).tiles;
       // an under-sized max_kv_len bound drops the tail splits: wrong, but inside the workspace
       splits = (int32_t)min((tiles + P.tiles_per_split - 1) / P.tiles_per_split,
                             (int64_t)P.num_split_slots);
@@ -91,11 +90,20 @@ size_t align_up(size_t x) {
 }
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+template <typename T, typename C, int DMAX>
+decode_variant variant_with() {
+  return {decode_set_smem<T, C, DMAX>, decode_occupancy<T, C, DMAX>, decode_launch<T, C, DMAX>};
+}
 template <typename T, typename C>
 decode_variant variant_of(int head_size) {
-  if (head_size <= 128)
-    return {decode_set_smem<T, C, 128>, decode_occupancy<T, C, 128>, decode_launch<T, C, 128>};
-  return {decode_set_smem<T, C, 256>, decode_occupancy<T, C, 256>, decode_launch<T, C, 256>};
+  switch (decode_dmax(head_size)) {
+    case 64:
+      return variant_with<T, C, 64>();
+    case 128:
+      return variant_with<T, C, 128>();
+    default:
+      return variant_with<T, C, 256>();
+  }
 }
 
 template <typename T>
@@ -169,9 +177,12 @@ pa_status decode_check(const pa__problem *p, const pa_device_caps *caps, char *w
 
 // Resident CTAs per multiprocessor, estimated without the device: shared memory (a multiprocessor
 // has about 1 KB more than the per-block opt-in limit and reserves 1 KB per CTA) and registers
-// (-Xptxas -v: about 145 per thread up to head size 128, about 210 beyond: 3 or 2 CTAs of 128).
-int64_t ctas_per_sm_of(const pa_device_caps *caps, int smem_bytes, int head_size) {
-  const int64_t by_registers = head_size <= 128 ? 3 : 2;
+// (-Xptxas -v, sm_90a: about 130 per thread for DMAX 64, 162 for DMAX 128 with a 16-bit cache and
+// 181 with an 8-bit one, about 250 for DMAX 256: 3, 3, 2 and 2 CTAs of 128 threads).
+int64_t ctas_per_sm_of(const pa_device_caps *caps, int smem_bytes, const pa__problem *p) {
+  const int dmax = decode_dmax(p->head_size);
+  const int64_t by_registers =
+      dmax == 64 || (dmax == 128 && pa_dtype_size(p->k_cache_dtype) == 2) ? 3 : 2;
   const int64_t by_smem =
       (caps->max_shared_memory_per_block_optin + 1024) / ((int64_t)smem_bytes + 1024);
   return std::max<int64_t>(1, std::min(by_registers, by_smem));
@@ -183,7 +194,7 @@ int64_t ctas_per_sm_of(const pa_device_caps *caps, int smem_bytes, int head_size
 int tiles_per_split_for(const pa__problem *p, const pa_device_caps *caps, int smem_bytes,
                         int head_chunks) {
   const int64_t sms = caps->multiprocessor_count > 0 ? caps->multiprocessor_count : 1;
-  const int64_t target_ctas = 2 * sms * ctas_per_sm_of(caps, smem_bytes, p->head_size);
+  const int64_t target_ctas = 2 * sms * ctas_per_sm_of(caps, smem_bytes, p);
   const int64_t units = std::max<int64_t>(1, p->token_count * p->kv_num_heads * head_chunks);
   const int64_t capacity_tiles =
       ceil_div((int64_t)p->max_blocks_per_seq * p->block_size, kDecodeTileKeys);
@@ -219,7 +230,7 @@ pa_status decode_plan(pa_plan *plan, int setup_device, size_t *backend_bytes) {
                       s->smem_bytes, cudaGetErrorString(err));
   }
   if (s->work_list) {  // one CTA per resident slot; more would only queue
-    int64_t per_sm = ctas_per_sm_of(&plan->caps, s->smem_bytes, p->head_size);
+    int64_t per_sm = ctas_per_sm_of(&plan->caps, s->smem_bytes, p);
     int occupancy = 0;
     if (setup_device && s->variant.occupancy(s->smem_bytes, &occupancy) == cudaSuccess &&
         occupancy > 0)

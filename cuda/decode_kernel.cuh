@@ -3,17 +3,20 @@
 // A CTA works on (query token, KV head, chunk of up to 16 query heads of its group, split); the KV
 // heads of a token are neighbours in launch order, so concurrent CTAs read neighbouring bytes of a
 // page. The CTA holds every query head of the chunk on the M dimension of mma.sync m16n8k16, so
-// each KV tile is read from memory once per group. Tiles are 64 keys whatever the page size: each
-// row's address comes from the block table (kv_access.cuh), and 16-byte cp.async loads fill a
-// 3-stage ring. Each of the 4 warps owns 16 keys of every tile and runs its own online softmax over
-// them; the warps are merged once at the end. The key range of a token is window-clamped ([lo, hi)
-// below) and cut into splits of tiles_per_split tiles (fixed at plan time from static shapes only,
-// so results do not depend on attention_metadata); each split writes unnormalized fp32 partial
-// outputs with their running max and sum, and decode_merge_kernel combines them. With one split
-// slot the CTA writes the output directly (same finalization, bitwise equal). With several tokens
-// and split slots, decode_schedule_kernel (decode.cu) first lists the non-empty splits on device
-// and a persistent grid walks that list, so a loose bound or a skewed batch (one long sequence
-// among short ones) launches no empty CTAs.
+// each KV tile is read from memory once per group. Tiles are 64 keys at absolute multiples of 64
+// whatever the page size, so a thread's run of up to 16 consecutive rows of a tile lies in one page:
+// it looks up one block id per tile (prefetched a tile ahead) and issues its rows' 16-byte cp.async
+// loads at a fixed stride into a 3-stage ring. Shared rows are DMAX channels wide; channels past
+// head_size are zero-filled by the same loads, so the math below never tests head_size. Each of
+// the 4 warps owns 16 keys of every tile (fragments through ldmatrix) and runs its own online
+// softmax over them; the warps are merged once at the end. The key range of a token is
+// window-clamped ([lo, hi) below) and its tiles are cut into splits of tiles_per_split tiles
+// (fixed at plan time from static shapes only, so results do not depend on attention_metadata);
+// each split writes unnormalized fp32 partial outputs with their running max and sum, and
+// decode_merge_kernel combines them. With one split slot the CTA writes the output directly (same
+// finalization, bitwise equal). With several tokens and split slots, decode_schedule_kernel
+// (decode.cu) first lists the non-empty splits on device and a persistent grid walks that list, so
+// a loose bound or a skewed batch (one long sequence among short ones) launches no empty CTAs.
 //
 // Quantized caches: raw codes are exact in T, so the MMAs run on codes; a per-tensor k_scale goes
 // into the score scale, a per-channel one into Q (rounded to T once), v_scale into the output.
@@ -30,7 +33,7 @@
 namespace pa {
 namespace detail {
 
-constexpr int kDecodeTileKeys = 64;
+constexpr int kDecodeTileKeys = 64;  // also the alignment of every tile's first key
 constexpr int kDecodeWarps = 4;
 constexpr int kDecodeThreads = 32 * kDecodeWarps;
 constexpr int kDecodeKeysPerWarp = kDecodeTileKeys / kDecodeWarps;  // 16: one mma k-step of P·V
@@ -68,14 +71,20 @@ struct decode_params {
   int32_t tiles_per_split, num_split_slots;
 };
 
-// Dynamic shared memory of the main kernel: Q, the admitted-row flags, then the K/V stage ring.
-__host__ __device__ inline int decode_q_row_elems(int head_size) { return head_size + 8; }
-__host__ __device__ inline int decode_kv_row_bytes(int head_size, int cache_elem_bytes) {
-  return head_size * cache_elem_bytes + kDecodeRowPadBytes;
+// The kernel variant's channel capacity DMAX for a head size: 64, 128 or 256.
+__host__ __device__ inline int decode_dmax(int head_size) {
+  return head_size <= 64 ? 64 : head_size <= 128 ? 128 : 256;
+}
+// Dynamic shared memory of the main kernel: Q, the admitted-row flags, then the K/V stage ring,
+// every row DMAX channels wide (plus a pad that staggers rows across banks).
+__host__ __device__ inline int decode_q_row_elems(int dmax) { return dmax + 8; }
+__host__ __device__ inline int decode_kv_row_bytes(int dmax, int cache_elem_bytes) {
+  return dmax * cache_elem_bytes + kDecodeRowPadBytes;
 }
 __host__ __device__ inline int decode_smem_bytes(int head_size, int cache_elem_bytes) {
-  return kDecodeHeadsPerCta * decode_q_row_elems(head_size) * 2 + kDecodeStages * kDecodeTileKeys +
-         kDecodeStages * 2 * kDecodeTileKeys * decode_kv_row_bytes(head_size, cache_elem_bytes);
+  const int dmax = decode_dmax(head_size);
+  return kDecodeHeadsPerCta * decode_q_row_elems(dmax) * 2 + kDecodeStages * kDecodeTileKeys +
+         kDecodeStages * 2 * kDecodeTileKeys * decode_kv_row_bytes(dmax, cache_elem_bytes);
 }
 
 // ---- small device pieces ------------------------------------------------------------------------
@@ -94,6 +103,23 @@ __device__ __forceinline__ void cp_async_commit() {
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Four 8x8 matrices of 16-bit elements; lane l gives the address of row l % 8 of matrix l / 8.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void *row) {
+  uint32_t addr = (uint32_t)__cvta_generic_to_shared(row);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+// The same, each matrix transposed: lane i receives column i / 4, rows 2 (i % 4) and 2 (i % 4) + 1.
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void *row) {
+  uint32_t addr = (uint32_t)__cvta_generic_to_shared(row);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
 }
 
 template <typename T>
@@ -144,14 +170,16 @@ __device__ __forceinline__ float sink_log2(const decode_params &P, int head, boo
   return s * kLog2e;
 }
 
-// The admitted key range [lo, hi) of token t (doc/semantics.md): empty for a token with no
-// sequence.
+// The admitted key range [lo, hi) of token t (doc/semantics.md) and the 64-key tiles covering it:
+// tile i starts at key (first_tile + i) * 64. Empty for a token with no sequence.
 struct key_range {
   int32_t seq;  // -1: no sequence
   int64_t lo, hi;
+  int64_t first_tile;
+  int32_t tiles;
 };
 __device__ __forceinline__ key_range token_key_range(const decode_params &P, int64_t t) {
-  key_range r = {-1, 0, 0};
+  key_range r = {-1, 0, 0, 0, 0};
   int32_t b = token_sequence(P.cu_seqlens, P.batch_size, t);
   if (b < 0) return r;
   r.seq = b;
@@ -166,11 +194,55 @@ __device__ __forceinline__ key_range token_key_range(const decode_params &P, int
   } else {
     r.hi = kv_len;
   }
-  if (r.hi < r.lo) r.hi = r.lo;
+  if (r.hi <= r.lo) {
+    r.hi = r.lo;
+    return r;
+  }
+  r.first_tile = r.lo / kDecodeTileKeys;
+  r.tiles = (int32_t)((r.hi + kDecodeTileKeys - 1) / kDecodeTileKeys - r.first_tile);
   return r;
 }
 
 // ---- the main kernel ----------------------------------------------------------------------------
+
+// The B fragments of one warp's 16 keys (rows 0..15 of `tile`, row_bytes apart in shared memory):
+//   scores_k(b, ks): Q·K^T for channels [16 ks, 16 ks + 16); b[0..1] keys 0-7, b[2..3] keys 8-15.
+//   values_v(b, n):  P·V for channels [8 n, 8 n + 16); b[0..1] n-tile n, b[2..3] n-tile n + 1.
+// 16-bit caches: ldmatrix (transposed for V). 8-bit caches: element loads, codes converted to T.
+template <typename T, typename C>
+struct warp_fragments {
+  const unsigned char *tile;
+  int row_bytes, lane;
+  __device__ __forceinline__ void scores_k(uint32_t (&b)[4], int ks) const {
+    if constexpr (sizeof(C) == 2) {
+      const int key = (lane / 16) * 8 + lane % 8, channel = ks * 16 + (lane / 8) % 2 * 8;
+      ldmatrix_x4(b, tile + key * row_bytes + channel * 2);
+    } else {
+      const int col = (lane % 4) * 2;
+#pragma unroll
+      for (int n = 0; n < 2; n++) {
+        const C *k_row =
+            reinterpret_cast<const C *>(tile + (n * 8 + lane / 4) * row_bytes) + ks * 16 + col;
+        b[2 * n] = cache_pair_to_t2<T>(k_row);
+        b[2 * n + 1] = cache_pair_to_t2<T>(k_row + 8);
+      }
+    }
+  }
+  __device__ __forceinline__ void values_v(uint32_t (&b)[4], int n) const {
+    if constexpr (sizeof(C) == 2) {
+      const int key = (lane / 8) % 2 * 8 + lane % 8, channel = n * 8 + (lane / 16) * 8;
+      ldmatrix_x4_trans(b, tile + key * row_bytes + channel * 2);
+    } else {
+      const int key = (lane % 4) * 2;
+#pragma unroll
+      for (int j = 0; j < 2; j++) {
+        const C *v = reinterpret_cast<const C *>(tile + key * row_bytes) + (n + j) * 8 + lane / 4;
+        b[2 * j] = cache_two_to_t2<T, C>(v[0], v[row_bytes]);
+        b[2 * j + 1] = cache_two_to_t2<T, C>(v[8 * row_bytes], v[9 * row_bytes]);
+      }
+    }
+  }
+};
 
 // One work item: split `split` of token `token`, for the query heads of cta_head.
 template <typename T, typename C, int DMAX>
@@ -184,9 +256,8 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   const int group_id = lane / 4, col = (lane % 4) * 2;  // mma fragment coordinates
 
   const key_range range = token_key_range(P, token);
-  const int tiles = (int)((range.hi - range.lo + kDecodeTileKeys - 1) / kDecodeTileKeys);
-  const int tile_begin = (int)min((int64_t)split * P.tiles_per_split, (int64_t)tiles);
-  const int tile_end = min(tiles, tile_begin + P.tiles_per_split);
+  const int tile_begin = min(split * P.tiles_per_split, range.tiles);
+  const int tile_end = min(range.tiles, tile_begin + P.tiles_per_split);
   const bool direct = P.num_split_slots == 1;
   const int64_t slot_base = item * P.num_heads;
 
@@ -204,25 +275,24 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   }
 
   T *q_smem = reinterpret_cast<T *>(smem);
-  const int q_stride = decode_q_row_elems(head_size);
+  constexpr int q_stride = DMAX + 8;  // decode_q_row_elems
   unsigned char *admitted = smem + kDecodeHeadsPerCta * q_stride * sizeof(T);
   unsigned char *stages = admitted + kDecodeStages * kDecodeTileKeys;
-  const int row_bytes = decode_kv_row_bytes(head_size, sizeof(C));
-  const int row_elems = row_bytes / (int)sizeof(C);
-  const int stage_bytes = 2 * kDecodeTileKeys * row_bytes;
+  constexpr int row_bytes = DMAX * (int)sizeof(C) + kDecodeRowPadBytes;  // decode_kv_row_bytes
+  constexpr int stage_bytes = 2 * kDecodeTileKeys * row_bytes;
 
-  // Q of the chunk's heads into shared memory, with a per-channel k_scale folded in (rows beyond
-  // the group are zero: their scores are finite and discarded).
+  // Q of the chunk's heads into shared memory, with a per-channel k_scale folded in; rows beyond
+  // the group and channels beyond head_size are zero (their scores are finite and discarded).
   float qk_scale = P.scale;
   if (is_quantized<C>::value && P.k_quant == PA_QUANT_PER_TENSOR) qk_scale *= __ldg(P.k_scale);
   const bool fold_k_scale = is_quantized<C>::value && P.k_quant == PA_QUANT_PER_CHANNEL;
   {
     const T *q = reinterpret_cast<const T *>(P.q) + token * P.q_row_stride;
-    const int vecs_per_row = head_size / 8;
+    constexpr int vecs_per_row = DMAX / 8;
     for (int i = tid; i < kDecodeHeadsPerCta * vecs_per_row; i += kDecodeThreads) {
       int r = i / vecs_per_row, c = (i % vecs_per_row) * 8;
       uint4 v = make_uint4(0, 0, 0, 0);
-      if (r < rows) {
+      if (r < rows && c < head_size) {
         v = *reinterpret_cast<const uint4 *>(q + (int64_t)(head0 + r) * head_size + c);
         if (fold_k_scale) {
           T *e = reinterpret_cast<T *>(&v);
@@ -236,38 +306,53 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     }
   }
 
+  // Loads: thread (run, chunk) owns 16-byte chunk `chunk` of the kRunRows consecutive rows starting
+  // at row run * kRunRows of every tile. A run never crosses a page (tiles start at multiples of
+  // 64, kRunRows <= 16 <= block_size), so it needs one block id per tile and its rows are a fixed
+  // stride apart in the cache. Chunks at or past the row's real length zero-fill the DMAX pad.
+  constexpr int kChunks = DMAX * (int)sizeof(C) / 16;
+  constexpr int kRunRows = kDecodeTileKeys * kChunks / kDecodeThreads;
+  static_assert(kRunRows >= 1 && kRunRows <= 16, "a run of rows must fit in a 16-key page");
+  const int chunk = tid % kChunks, run = tid / kChunks;
+  const bool real_chunk = chunk * 16 < head_size * (int)sizeof(C);
+  const int64_t slot_bytes = (int64_t)P.kv.kv_num_heads * head_size * sizeof(C);
+  const int64_t run_offset = ((int64_t)kv_head * head_size * sizeof(C)) + chunk * 16;
   const int32_t *table_row = P.block_table + (int64_t)range.seq * P.kv.max_blocks_per_seq;
   const unsigned char *k_base = reinterpret_cast<const unsigned char *>(P.k_cache);
   const unsigned char *v_base = reinterpret_cast<const unsigned char *>(P.v_cache);
-  // The 16-byte chunks of a tile are dealt round-robin to the threads; a thread's (row, chunk)
-  // advances by a fixed step, so the loop needs no division.
-  const int chunks_per_row = head_size * (int)sizeof(C) / 16;
-  const int first_row = tid / chunks_per_row, first_chunk = tid % chunks_per_row;
-  const int row_step = kDecodeThreads / chunks_per_row,
-            chunk_step = kDecodeThreads % chunks_per_row;
+  auto run_first_key = [&](int tile) {
+    return (range.first_tile + tile) * kDecodeTileKeys + run * kRunRows;
+  };
+  // The block of this thread's run in `tile` (-1: unmapped or past the range).
+  auto run_block = [&](int tile) {
+    const int64_t key = run_first_key(tile);
+    return key < range.hi ? kv_block_id(P.kv, table_row, key) : -1;
+  };
 
-  // Issues the cp.async loads of tile `tile` into its stage; rows that are beyond the range or
-  // unmapped are zero-filled (so 0 * V stays finite) and flagged not admitted.
-  auto issue_tile = [&](int tile) {
+  // Issues the loads of tile `tile` into its stage; rows outside [lo, hi) or in an unmapped block
+  // are zero-filled (so 0 * V stays finite) and flagged not admitted.
+  auto issue_tile = [&](int tile, int32_t block_id) {
     const int stage = tile % kDecodeStages;
-    unsigned char *k_dst = stages + stage * stage_bytes;
+    unsigned char *k_dst = stages + stage * stage_bytes + run * kRunRows * row_bytes + chunk * 16;
     unsigned char *v_dst = k_dst + kDecodeTileKeys * row_bytes;
-    const int64_t key0 = range.lo + (int64_t)tile * kDecodeTileKeys;
-    int r = first_row, chunk = first_chunk;
-    for (; r < kDecodeTileKeys; r += row_step, chunk += chunk_step) {
-      if (chunk >= chunks_per_row) {
-        chunk -= chunks_per_row;
-        if (++r >= kDecodeTileKeys) break;
-      }
-      const int64_t key = key0 + r;
-      const int32_t block_id = key < range.hi ? kv_block_id(P.kv, table_row, key) : -1;
-      const bool mapped = block_id >= 0;
-      const int64_t offset =
-          mapped ? kv_row_offset(P.kv, block_id, key, kv_head) * (int64_t)sizeof(C) + chunk * 16
-                 : 0;
-      cp_async_16(k_dst + r * row_bytes + chunk * 16, k_base + offset, mapped);
-      cp_async_16(v_dst + r * row_bytes + chunk * 16, v_base + offset, mapped);
-      if (chunk == 0) admitted[stage * kDecodeTileKeys + r] = mapped;
+    const int64_t key0 = run_first_key(tile);
+    const int first_valid = (int)max((int64_t)0, min((int64_t)kRunRows, range.lo - key0));
+    const int end_valid = (int)max((int64_t)0, min((int64_t)kRunRows, range.hi - key0));
+    const uint32_t valid = block_id >= 0 ? ((1u << end_valid) - 1u) & ~((1u << first_valid) - 1u) : 0u;
+    const int64_t offset = block_id >= 0 ? ((int64_t)block_id << P.kv.block_shift) * slot_bytes +
+                                               (key0 & (P.kv.block_size - 1)) * slot_bytes + run_offset
+                                         : 0;
+    const unsigned char *k_src = k_base + offset, *v_src = v_base + offset;
+#pragma unroll
+    for (int i = 0; i < kRunRows; i++) {
+      const bool fill = real_chunk && (valid >> i & 1u);
+      cp_async_16(k_dst + i * row_bytes, fill ? k_src + i * slot_bytes : k_base, fill);
+      cp_async_16(v_dst + i * row_bytes, fill ? v_src + i * slot_bytes : v_base, fill);
+    }
+    if (chunk == 0) {
+#pragma unroll
+      for (int i = 0; i < kRunRows; i++)
+        admitted[stage * kDecodeTileKeys + run * kRunRows + i] = valid >> i & 1u;
     }
   };
 
@@ -281,23 +366,38 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   float row_max[2] = {-INFINITY, -INFINITY};  // rows group_id and group_id + 8
   float row_sum[2] = {0.0f, 0.0f};            // this thread's columns only, reduced at the end
   const float softcap = P.softcap;
+  const float score_to_log2 = qk_scale * kLog2e;
 
+  // Prologue of the pipeline; next_block always holds the block of the next tile to issue, looked
+  // up one tile early so the issue never waits for the block table.
+  int32_t next_block = run_block(tile_begin);
 #pragma unroll
   for (int s = 0; s < kDecodeStages - 1; s++) {
-    if (tile_begin + s < tile_end) issue_tile(tile_begin + s);
+    const int tile = tile_begin + s;
+    if (tile < tile_end) {
+      const int32_t block = next_block;
+      if (tile + 1 < tile_end) next_block = run_block(tile + 1);
+      issue_tile(tile, block);
+    }
     cp_async_commit();
   }
 
+  const T *q_frag_row = q_smem + (lane % 16) * q_stride + (lane / 16) * 8;  // ldmatrix A rows
   for (int tile = tile_begin; tile < tile_end; tile++) {
     cp_async_wait<kDecodeStages - 2>();
     __syncthreads();
-    if (tile + kDecodeStages - 1 < tile_end) issue_tile(tile + kDecodeStages - 1);
+    const int ahead = tile + kDecodeStages - 1;
+    if (ahead < tile_end) {
+      const int32_t block = next_block;
+      if (ahead + 1 < tile_end) next_block = run_block(ahead + 1);
+      issue_tile(ahead, block);
+    }
     cp_async_commit();
 
     const int stage = tile % kDecodeStages;
-    const C *k_tile = reinterpret_cast<const C *>(stages + stage * stage_bytes) +
-                      warp * kDecodeKeysPerWarp * row_elems;
-    const C *v_tile = k_tile + kDecodeTileKeys * row_elems;
+    const unsigned char *k_tile = stages + stage * stage_bytes + warp * kDecodeKeysPerWarp * row_bytes;
+    const warp_fragments<T, C> k_frags = {k_tile, row_bytes, lane};
+    const warp_fragments<T, C> v_frags = {k_tile + kDecodeTileKeys * row_bytes, row_bytes, lane};
     const unsigned char *tile_admitted =
         admitted + stage * kDecodeTileKeys + warp * kDecodeKeysPerWarp;
 
@@ -305,19 +405,11 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     float score[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
     for (int ks = 0; ks < kSteps; ks++) {
-      if (ks * 16 < head_size) {
-        const T *q0 = q_smem + group_id * q_stride + ks * 16 + col;
-        const T *q8 = q0 + 8 * q_stride;
-        uint32_t a[4] = {*reinterpret_cast<const uint32_t *>(q0),
-                         *reinterpret_cast<const uint32_t *>(q8),
-                         *reinterpret_cast<const uint32_t *>(q0 + 8),
-                         *reinterpret_cast<const uint32_t *>(q8 + 8)};
-#pragma unroll
-        for (int n = 0; n < 2; n++) {
-          const C *k_row = k_tile + (n * 8 + group_id) * row_elems + ks * 16 + col;
-          mma_op<T>::run(score[n], a, cache_pair_to_t2<T>(k_row), cache_pair_to_t2<T>(k_row + 8));
-        }
-      }
+      uint32_t a[4], b[4];
+      ldmatrix_x4(a, q_frag_row + ks * 16);
+      k_frags.scores_k(b, ks);
+      mma_op<T>::run(score[0], a, b[0], b[1]);
+      mma_op<T>::run(score[1], a, b[2], b[3]);
     }
 
     // scale, softcap, mask; online softmax per row (log2 units)
@@ -326,9 +418,9 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     for (int n = 0; n < 2; n++)
 #pragma unroll
       for (int i = 0; i < 4; i++) {
-        float s = score[n][i] * qk_scale;
-        if (softcap > 0.0f) s = softcap * tanhf(s / softcap);
-        s = tile_admitted[n * 8 + col + (i & 1)] ? s * kLog2e : -INFINITY;
+        float s = softcap > 0.0f ? softcap * tanhf(score[n][i] * qk_scale / softcap) * kLog2e
+                                 : score[n][i] * score_to_log2;
+        s = tile_admitted[n * 8 + col + (i & 1)] ? s : -INFINITY;
         score[n][i] = s;
         tile_max[i / 2] = fmaxf(tile_max[i / 2], s);
       }
@@ -351,27 +443,28 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
         prob[n][i] = exp2f(score[n][i] - base[i / 2]);
         row_sum[i / 2] += prob[n][i];
       }
+    // Once the running max settles (most tiles of a long range), every rescale is exactly 1 and
+    // the multiply would change nothing: skip it for the whole warp then.
+    if (__any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f)) {
 #pragma unroll
-    for (int n = 0; n < kOutTiles; n++) {
-      out_acc[n][0] *= rescale[0];
-      out_acc[n][1] *= rescale[0];
-      out_acc[n][2] *= rescale[1];
-      out_acc[n][3] *= rescale[1];
+      for (int n = 0; n < kOutTiles; n++) {
+        out_acc[n][0] *= rescale[0];
+        out_acc[n][1] *= rescale[0];
+        out_acc[n][2] *= rescale[1];
+        out_acc[n][3] *= rescale[1];
+      }
     }
 
     // out += P · V over this warp's 16 keys (P rounded to T, as in every flash kernel)
     const uint32_t p_frag[4] = {
         pack_t2<T>(prob[0][0], prob[0][1]), pack_t2<T>(prob[0][2], prob[0][3]),
         pack_t2<T>(prob[1][0], prob[1][1]), pack_t2<T>(prob[1][2], prob[1][3])};
-    const C *v_rows = v_tile + col * row_elems + group_id;
 #pragma unroll
-    for (int n = 0; n < kOutTiles; n++) {
-      if (n * 8 < head_size) {
-        const C *v = v_rows + n * 8;
-        uint32_t b0 = cache_two_to_t2<T, C>(v[0], v[row_elems]);
-        uint32_t b1 = cache_two_to_t2<T, C>(v[8 * row_elems], v[9 * row_elems]);
-        mma_op<T>::run(out_acc[n], p_frag, b0, b1);
-      }
+    for (int n = 0; n < kOutTiles; n += 2) {
+      uint32_t b[4];
+      v_frags.values_v(b, n);
+      mma_op<T>::run(out_acc[n], p_frag, b[0], b[1]);
+      mma_op<T>::run(out_acc[n + 1], p_frag, b[2], b[3]);
     }
   }
 
@@ -383,19 +476,16 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
     row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
   }
-  float *warp_out = reinterpret_cast<float *>(stages);  // [warp][16][head_size]
-  float2 *warp_ml =
-      reinterpret_cast<float2 *>(warp_out + kDecodeWarps * kDecodeHeadsPerCta * head_size);
+  float *warp_out = reinterpret_cast<float *>(stages);  // [warp][16][DMAX]
+  float2 *warp_ml = reinterpret_cast<float2 *>(warp_out + kDecodeWarps * kDecodeHeadsPerCta * DMAX);
   {
-    float *mine = warp_out + warp * kDecodeHeadsPerCta * head_size;
+    float *mine = warp_out + warp * kDecodeHeadsPerCta * DMAX;
 #pragma unroll
     for (int n = 0; n < kOutTiles; n++) {
-      if (n * 8 < head_size) {
-        *reinterpret_cast<float2 *>(mine + group_id * head_size + n * 8 + col) =
-            make_float2(out_acc[n][0], out_acc[n][1]);
-        *reinterpret_cast<float2 *>(mine + (group_id + 8) * head_size + n * 8 + col) =
-            make_float2(out_acc[n][2], out_acc[n][3]);
-      }
+      *reinterpret_cast<float2 *>(mine + group_id * DMAX + n * 8 + col) =
+          make_float2(out_acc[n][0], out_acc[n][1]);
+      *reinterpret_cast<float2 *>(mine + (group_id + 8) * DMAX + n * 8 + col) =
+          make_float2(out_acc[n][2], out_acc[n][3]);
     }
     if (lane % 4 == 0) {
       warp_ml[warp * kDecodeHeadsPerCta + group_id] = make_float2(row_max[0], row_sum[0]);
@@ -420,7 +510,7 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
       if (ml.y > 0.0f) {
         float weight = softmax_rescale(ml.x, m);
         l += ml.y * weight;
-        o += warp_out[(w * kDecodeHeadsPerCta + r) * head_size + c] * weight;
+        o += warp_out[(w * kDecodeHeadsPerCta + r) * DMAX + c] * weight;
       }
     }
     const int head = head0 + r;
