@@ -4,12 +4,17 @@
 //
 // Bytes counted per launch: K and V read + K and V written (in the cache type), plus Q read and Q
 // written when the prologue stages Q (the rotary rows). Block tables, positions and cos/sin are
-// not counted. Each launch is timed with its own pair of CUDA events, queued behind a spin kernel
-// so that host launch overhead never shows; median of >= 100 after warm-up. Input sets and cache
-// regions rotate ("sets") so that the working set is >= 4x L2, capped where the two caches would
-// pass 512 MB (the decode shapes, whose sets each own one block per sequence). The caches and the
-// staged Q of one launch are checked against the reference executor's prologue on host copies
-// before timing.
+// not counted. Two timings, both queued behind a spin kernel so that host launch overhead never
+// shows, after warm-up:
+//   - per launch (latency): each launch between its own pair of CUDA events, median of >= 100;
+//     it includes the launch's fixed cost (the "empty kernel" figure, timed the same way);
+//   - back to back (throughput): kBackToBack launches between one event pair, time / kBackToBack,
+//     median of >= 10 such runs: what a serving loop that queues its kernels sees, where a launch's
+//     fixed cost overlaps the previous launch.
+// Input sets and cache regions rotate ("sets") so that the working set is >= 4x L2, capped where
+// the two caches would pass 512 MB (the decode shapes, whose sets each own one block per sequence).
+// The caches and the staged Q of one launch are checked against the reference executor's prologue
+// on host copies before timing.
 //
 // Usage: pa_bench_write [--quick]
 #include <cuda_fp16.h>
@@ -40,6 +45,7 @@ namespace {
   } while (0)
 
 constexpr int kHeads = 32, kKvHeads = 8, kHeadSize = 128, kBlockSize = 16;
+constexpr int kBackToBack = 20;  // launches per event pair in the throughput timing
 
 __global__ void spin(long long cycles) {
   long long start = clock64();
@@ -85,24 +91,39 @@ double copy_bandwidth(cudaStream_t stream, int reps) {
 
 __global__ void empty_kernel() {}
 
-// The floor under every row's time: an empty kernel timed exactly as the rows are (events around
-// one launch, queued behind a spin kernel). At T = 8192 the copy-speed time is ~16 us, so a few
-// microseconds of floor weigh on the ratio.
-double launch_floor_us(cudaStream_t stream, int reps) {
-  std::vector<cudaEvent_t> ev(2 * reps);
+// Median seconds per launch of launch(i): `runs` event pairs around `per_run` launches each, all
+// queued behind a spin kernel (about 20 ms: the host queues everything behind it).
+template <typename Launch>
+double time_per_launch(cudaStream_t stream, int runs, int per_run, Launch launch) {
+  std::vector<cudaEvent_t> ev(2 * runs);
   for (auto &e : ev) CHECK_CUDA(cudaEventCreate(&e));
-  empty_kernel<<<1, 32, 0, stream>>>();
   spin<<<1, 1, 0, stream>>>(40000000LL);
-  for (int i = 0; i < reps; i++) {
-    CHECK_CUDA(cudaEventRecord(ev[2 * i], stream));
-    empty_kernel<<<1, 32, 0, stream>>>();
-    CHECK_CUDA(cudaEventRecord(ev[2 * i + 1], stream));
+  for (int r = 0; r < runs; r++) {
+    CHECK_CUDA(cudaEventRecord(ev[2 * r], stream));
+    for (int i = 0; i < per_run; i++) launch(r * per_run + i);
+    CHECK_CUDA(cudaEventRecord(ev[2 * r + 1], stream));
   }
   CHECK_CUDA(cudaStreamSynchronize(stream));
-  std::vector<float> ms(reps);
-  for (int i = 0; i < reps; i++) CHECK_CUDA(cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]));
+  std::vector<float> ms(runs);
+  for (int r = 0; r < runs; r++) CHECK_CUDA(cudaEventElapsedTime(&ms[r], ev[2 * r], ev[2 * r + 1]));
   for (auto &e : ev) CHECK_CUDA(cudaEventDestroy(e));
-  return median(ms) * 1e3;
+  return median(ms) * 1e-3 / per_run;
+}
+
+// Runs of kBackToBack launches for about as many launches as `reps` timed one by one, at least 10.
+int back_to_back_runs(int reps) { return std::max(10, reps / kBackToBack); }
+
+// The floor under every row's time: an empty kernel timed exactly as the rows are, alone and back
+// to back. At T = 8192 the copy-speed time is ~16 us, so a few microseconds of floor weigh on the
+// ratio.
+struct launch_floor {
+  double alone_us, back_to_back_us;
+};
+launch_floor measure_launch_floor(cudaStream_t stream, int reps) {
+  auto launch = [&](int) { empty_kernel<<<1, 32, 0, stream>>>(); };
+  launch(0);
+  return {time_per_launch(stream, reps, 1, launch) * 1e6,
+          time_per_launch(stream, back_to_back_runs(reps), kBackToBack, launch) * 1e6};
 }
 
 struct host_tensor {
@@ -390,26 +411,17 @@ void run_case(const shape &s, double copy_bw, int reps, int warmup, size_t l2_by
   CHECK_CUDA(cudaStreamSynchronize(stream));
   const bool ok = check_against_reference(c, set_inputs[0].data());
 
-  std::vector<cudaEvent_t> ev(2 * reps);
-  for (auto &e : ev) CHECK_CUDA(cudaEventCreate(&e));
   for (int i = 0; i < warmup; i++) launch(i % c.sets);
-  spin<<<1, 1, 0, stream>>>(40000000LL);  // about 20 ms: the host queues everything behind it
-  for (int i = 0; i < reps; i++) {
-    CHECK_CUDA(cudaEventRecord(ev[2 * i], stream));
-    launch(i % c.sets);
-    CHECK_CUDA(cudaEventRecord(ev[2 * i + 1], stream));
-  }
-  CHECK_CUDA(cudaStreamSynchronize(stream));
-  std::vector<float> ms(reps);
-  for (int i = 0; i < reps; i++) CHECK_CUDA(cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]));
-  const double t = median(ms) * 1e-3;
-  const double bw = c.bytes_per_launch / t;
-  std::printf("%6d %6d %6s %8s %5d %10.2f %10.2f %8.3f %7.1f %%  %s\n", s.tokens, s.batch,
+  auto rotating = [&](int i) { launch(i % c.sets); };
+  const double alone = time_per_launch(stream, reps, 1, rotating);
+  const double back_to_back =
+      time_per_launch(stream, back_to_back_runs(reps), kBackToBack, rotating);
+  std::printf("%6d %6d %6s %8s %5d %9.2f %9.2f %7.1f %% %9.2f %7.1f %%  %s\n", s.tokens, s.batch,
               s.cache == PA_DTYPE_INT8 ? "int8" : "fp16", s.rotary ? "yes" : "no", c.sets,
-              c.bytes_per_launch / 1e6, t * 1e6, bw / 1e12, 100.0 * bw / copy_bw,
+              c.bytes_per_launch / 1e6, alone * 1e6, 100.0 * c.bytes_per_launch / alone / copy_bw,
+              back_to_back * 1e6, 100.0 * c.bytes_per_launch / back_to_back / copy_bw,
               ok ? "ok" : "FAILED");
 
-  for (auto &e : ev) CHECK_CUDA(cudaEventDestroy(e));
   for (int set = 0; set < c.sets; set++) {
     cudaFree(c.queries[set]);
     cudaFree(c.keys[set]);
@@ -443,13 +455,17 @@ int main(int argc, char **argv) {
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const int reps = quick ? 100 : 300, warmup = quick ? 10 : 30;
   const double copy_bw = copy_bandwidth(stream, quick ? 10 : 30);
-  const double floor_us = launch_floor_us(stream, reps);
+  const launch_floor floor = measure_launch_floor(stream, reps);
   std::printf(
       "write path (prologue): %d/%d heads, d%d, block %d, fp16 activations; copy D2D %.3f TB/s "
-      "(read + write); empty kernel %.2f us; median of %d\n",
-      kHeads, kKvHeads, kHeadSize, kBlockSize, copy_bw / 1e12, floor_us, reps);
-  std::printf("%6s %6s %6s %8s %5s %10s %10s %8s %9s  %s\n", "tokens", "batch", "cache", "Q staged",
-              "sets", "MB moved", "median us", "TB/s", "of copy", "check");
+      "(read + write); empty kernel %.2f us per launch, %.2f us back to back; median of %d "
+      "launches, of runs of %d back to back\n",
+      kHeads, kKvHeads, kHeadSize, kBlockSize, copy_bw / 1e12, floor.alone_us,
+      floor.back_to_back_us, reps, kBackToBack);
+  std::printf("%6s %6s %6s %8s %5s %9s %19s %19s  %s\n", "", "", "", "", "", "", "per launch",
+              "back to back", "");
+  std::printf("%6s %6s %6s %8s %5s %9s %9s %9s %9s %9s  %s\n", "tokens", "batch", "cache",
+              "Q staged", "sets", "MB moved", "us", "of copy", "us", "of copy", "check");
   // decode-shaped (one token per sequence, short pasts) and prefill-shaped (4 x 2048)
   const shape shapes[] = {
       {256, 256, 15, false, PA_DTYPE_FLOAT16}, {256, 256, 15, true, PA_DTYPE_FLOAT16},
