@@ -123,6 +123,16 @@ int main(void) {
     RUN(all, slots, axes);
   }
 
+  /* more (token, slice) items than the grid has warps, so that each warp steps through several,
+   * carrying slices into tokens (3 slices a token with Q staged); a zero-token sequence between */
+  gpu_case many = gpu_case_default("prologue_many_tokens");
+  const int32_t many_lens[3] = {4000, 0, 3001};
+  many.q_lens = many_lens;
+  {
+    const gpu_axis axes[] = {GPU_AXIS(rotary, 0, 1), GPU_AXIS(cache_dtype, 0, PA_DTYPE_INT8)};
+    RUN(all, many, axes);
+  }
+
   /* a batch whose sequences all have zero new tokens, plus tokens of no sequence */
   gpu_case empty = gpu_case_default("prologue_all_sequences_empty");
   const int32_t zero_lens[4] = {0, 0, 0, 0};
