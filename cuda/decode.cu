@@ -23,7 +23,8 @@ constexpr size_t kMaxPartialBytes = (size_t)256 << 20;
 struct decode_variant {
   cudaError_t (*set_smem)(int smem_bytes);
   cudaError_t (*occupancy)(int smem_bytes, int *ctas_per_sm);
-  void (*launch)(const decode_params &P, dim3 grid, int smem_bytes, cudaStream_t stream);
+  cudaError_t (*launch)(const decode_params &P, dim3 grid, int smem_bytes, cudaStream_t stream,
+                        bool chained);
 };
 
 struct decode_state {
@@ -32,6 +33,7 @@ struct decode_state {
   int smem_bytes;
   int tiles_per_split, num_split_slots, head_chunks;
   bool work_list;  // schedule the non-empty splits on device (several tokens and split slots)
+  bool chained;    // programmatic dependent launch (compute capability 9.0 and newer)
   // in the backend workspace, after the partial outputs
   size_t partial_ml_offset, item_begin_offset, work_items_offset, work_counter_offset;
 };
@@ -41,6 +43,7 @@ constexpr int kScheduleThreads = 1024;
 // Lists the non-empty splits of every token (token-major, split order) and each token's first item,
 // from the device-side lengths: one CTA, a block-wide prefix sum over chunks of tokens.
 __global__ void __launch_bounds__(kScheduleThreads) decode_schedule_kernel(const decode_params P) {
+  wait_for_previous_kernel();
   __shared__ int32_t warp_totals[kScheduleThreads / 32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   int32_t carry = 0;
@@ -223,6 +226,7 @@ pa_status decode_plan(pa_plan *plan, int setup_device, size_t *backend_bytes) {
   const int64_t cta_heads = (int64_t)p->kv_num_heads * s->head_chunks;
   const int64_t items = p->token_count * s->num_split_slots;  // the most work items a step can have
   s->work_list = s->num_split_slots > 1 && p->token_count > 1;
+  s->chained = plan->caps.compute_capability_major >= 9;
   if (setup_device) {
     cudaError_t err = s->variant.set_smem(s->smem_bytes);
     if (err != cudaSuccess)
@@ -308,17 +312,20 @@ pa_status decode_run(const pa_plan *plan, const pa__io *io, pa__stream stream) {
   P.num_split_slots = s->num_split_slots;
 
   cudaStream_t st = (cudaStream_t)stream;
-  if (s->work_list) decode_schedule_kernel<<<1, kScheduleThreads, 0, st>>>(P);
-  s->variant.launch(P, s->grid, s->smem_bytes, st);
-  if (s->num_split_slots > 1) {
+  const bool chained = s->chained;
+  cudaError_t err = cudaSuccess;
+  if (s->work_list)
+    err = launch_decode_kernel(decode_schedule_kernel, dim3(1), kScheduleThreads, 0, st, chained, P);
+  if (err == cudaSuccess) err = s->variant.launch(P, s->grid, s->smem_bytes, st, chained);
+  if (err == cudaSuccess && s->num_split_slots > 1) {
     dim3 grid((unsigned)p->token_count, (unsigned)p->num_heads);
     int quantized = pa_dtype_size(p->k_cache_dtype) == 1;
-    if (p->dtype == PA_DTYPE_BFLOAT16)
-      decode_merge_kernel<__nv_bfloat16><<<grid, 128, 0, st>>>(P, quantized);
-    else
-      decode_merge_kernel<__half><<<grid, 128, 0, st>>>(P, quantized);
+    err = p->dtype == PA_DTYPE_BFLOAT16
+              ? launch_decode_kernel(decode_merge_kernel<__nv_bfloat16>, grid, 128, 0, st, chained,
+                                     P, quantized)
+              : launch_decode_kernel(decode_merge_kernel<__half>, grid, 128, 0, st, chained, P,
+                                     quantized);
   }
-  cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess)
     return pa__fail(PA_ERROR_CUDA, "DECODE: kernel launch failed: %s", cudaGetErrorString(err));
   return PA_SUCCESS;

@@ -105,6 +105,17 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+// Programmatic dependent launch (sm_90 and newer; a no-op before): DECODE's kernels are launched
+// so that each may start while the previous kernel of the stream finishes. Each first waits until
+// that kernel has completed and its writes are visible, then lets the next one start launching,
+// which hides most of the launch gap between the 3 to 4 kernels of a step.
+__device__ __forceinline__ void wait_for_previous_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 // Four 8x8 matrices of 16-bit elements; lane l gives the address of row l % 8 of matrix l / 8.
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void *row) {
   uint32_t addr = (uint32_t)__cvta_generic_to_shared(row);
@@ -323,15 +334,17 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   auto run_first_key = [&](int tile) {
     return (range.first_tile + tile) * kDecodeTileKeys + run * kRunRows;
   };
-  // The block of this thread's run in `tile` (-1: unmapped or past the range).
-  auto run_block = [&](int tile) {
+  // The block-table entry of this thread's run in `tile` (-1: past the range), validated only
+  // when the tile is issued, so the lookup's latency hides behind a tile of work.
+  auto run_block_entry = [&](int tile) {
     const int64_t key = run_first_key(tile);
-    return key < range.hi ? kv_block_id(P.kv, table_row, key) : -1;
+    return key < range.hi ? kv_block_entry(P.kv, table_row, key) : -1;
   };
 
   // Issues the loads of tile `tile` into its stage; rows outside [lo, hi) or in an unmapped block
   // are zero-filled (so 0 * V stays finite) and flagged not admitted.
-  auto issue_tile = [&](int tile, int32_t block_id) {
+  auto issue_tile = [&](int tile, int32_t block_entry) {
+    const int32_t block_id = kv_block_mapped(P.kv, block_entry);
     const int stage = tile % kDecodeStages;
     unsigned char *k_dst = stages + stage * stage_bytes + run * kRunRows * row_bytes + chunk * 16;
     unsigned char *v_dst = k_dst + kDecodeTileKeys * row_bytes;
@@ -368,16 +381,16 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   const float softcap = P.softcap;
   const float score_to_log2 = qk_scale * kLog2e;
 
-  // Prologue of the pipeline; next_block always holds the block of the next tile to issue, looked
+  // Prologue of the pipeline; next_entry always holds the block-table entry of the next tile to issue, looked
   // up one tile early so the issue never waits for the block table.
-  int32_t next_block = run_block(tile_begin);
+  int32_t next_entry = run_block_entry(tile_begin);
 #pragma unroll
   for (int s = 0; s < kDecodeStages - 1; s++) {
     const int tile = tile_begin + s;
     if (tile < tile_end) {
-      const int32_t block = next_block;
-      if (tile + 1 < tile_end) next_block = run_block(tile + 1);
-      issue_tile(tile, block);
+      const int32_t entry = next_entry;
+      if (tile + 1 < tile_end) next_entry = run_block_entry(tile + 1);
+      issue_tile(tile, entry);
     }
     cp_async_commit();
   }
@@ -388,9 +401,9 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     __syncthreads();
     const int ahead = tile + kDecodeStages - 1;
     if (ahead < tile_end) {
-      const int32_t block = next_block;
-      if (ahead + 1 < tile_end) next_block = run_block(ahead + 1);
-      issue_tile(ahead, block);
+      const int32_t entry = next_entry;
+      if (ahead + 1 < tile_end) next_entry = run_block_entry(ahead + 1);
+      issue_tile(ahead, entry);
     }
     cp_async_commit();
 
@@ -533,6 +546,7 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
 template <typename T, typename C, int DMAX>
 __global__ void __launch_bounds__(kDecodeThreads, 1) decode_kernel(const decode_params P) {
   extern __shared__ __align__(16) unsigned char smem[];
+  wait_for_previous_kernel();
   if (!P.work_items) {
     const int64_t token = blockIdx.x / P.cta_heads;
     decode_item<T, C, DMAX>(P, smem, token, blockIdx.y, token * P.num_split_slots + blockIdx.y,
@@ -557,6 +571,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) decode_kernel(const decode_
 // so the result does not depend on how many split slots the launch had.
 template <typename T>
 __global__ void decode_merge_kernel(const decode_params P, int is_quantized_cache) {
+  wait_for_previous_kernel();
   const int64_t token = blockIdx.x;
   const int head = blockIdx.y;
   const int head_size = P.kv.head_size;
@@ -600,7 +615,27 @@ cudaError_t decode_set_smem(int smem_bytes);
 template <typename T, typename C, int DMAX>
 cudaError_t decode_occupancy(int smem_bytes, int *ctas_per_sm);
 template <typename T, typename C, int DMAX>
-void decode_launch(const decode_params &P, dim3 grid, int smem_bytes, cudaStream_t stream);
+cudaError_t decode_launch(const decode_params &P, dim3 grid, int smem_bytes, cudaStream_t stream,
+                          bool chained);
+
+// Launches kernel(args) on stream; chained: allowed to start before the previous kernel of the
+// stream has finished (the kernel calls wait_for_previous_kernel first; sm_90 and newer).
+template <typename... Params, typename... Args>
+cudaError_t launch_decode_kernel(void (*kernel)(Params...), dim3 grid, int threads,
+                                 size_t smem_bytes, cudaStream_t stream, bool chained,
+                                 Args... args) {
+  cudaLaunchAttribute attribute;
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = dim3((unsigned)threads);
+  config.dynamicSmemBytes = smem_bytes;
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = chained ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, args...);
+}
 
 #define PA_DECODE_INSTANTIATE(T, C, DMAX)                                                        \
   template <>                                                                                    \
@@ -614,9 +649,10 @@ void decode_launch(const decode_params &P, dim3 grid, int smem_bytes, cudaStream
                                                          kDecodeThreads, smem_bytes);            \
   }                                                                                              \
   template <>                                                                                    \
-  void decode_launch<T, C, DMAX>(const decode_params &P, dim3 grid, int smem_bytes,              \
-                                 cudaStream_t stream) {                                          \
-    decode_kernel<T, C, DMAX><<<grid, kDecodeThreads, smem_bytes, stream>>>(P);                  \
+  cudaError_t decode_launch<T, C, DMAX>(const decode_params &P, dim3 grid, int smem_bytes,       \
+                                        cudaStream_t stream, bool chained) {                     \
+    return launch_decode_kernel(decode_kernel<T, C, DMAX>, grid, kDecodeThreads,                 \
+                                (size_t)smem_bytes, stream, chained, P);                         \
   }
 
 }  // namespace detail

@@ -50,16 +50,23 @@ inline paged_kv_layout paged_kv_layout_of(const pa__problem &p) {
   return kv;
 }
 
+// The block-table entry of key position `key` (key >= 0) as stored, or -1 when the key lies past
+// the table's width. Kernels that prefetch the entry validate it later with kv_block_mapped.
+__device__ __forceinline__ int32_t kv_block_entry(const paged_kv_layout &kv,
+                                                  const int32_t *table_row, int64_t key) {
+  int64_t logical_block = key >> kv.block_shift;
+  return logical_block < kv.max_blocks_per_seq ? __ldg(table_row + logical_block) : -1;
+}
+// The entry as a physical block, or -1 when it is outside [0, num_blocks) (-1 and any other).
+__device__ __forceinline__ int32_t kv_block_mapped(const paged_kv_layout &kv, int32_t entry) {
+  return (entry >= 0 && entry < kv.num_blocks) ? entry : -1;
+}
 // The physical block of key position `key` in a sequence whose block-table row is table_row, or -1
 // when the key is unmapped: key < 0, key / block_size >= max_blocks_per_seq, or a block id outside
 // [0, num_blocks) (-1 and any other). An unmapped key must be masked and never dereferenced.
 __device__ __forceinline__ int32_t kv_block_id(const paged_kv_layout &kv, const int32_t *table_row,
                                                int64_t key) {
-  if (key < 0) return -1;
-  int64_t logical_block = key >> kv.block_shift;
-  if (logical_block >= kv.max_blocks_per_seq) return -1;
-  int32_t block_id = __ldg(table_row + logical_block);
-  return (block_id >= 0 && block_id < kv.num_blocks) ? block_id : -1;
+  return key < 0 ? -1 : kv_block_mapped(kv, kv_block_entry(kv, table_row, key));
 }
 
 // Element offset of the (key, kv_head) row inside the cache; block_id must be mapped (>= 0).
