@@ -7,12 +7,15 @@
 
 Every callable is captured in a CUDA graph and timed by replays (median of >= 100 after warm-up);
 TB/s counts the K + V bytes of the step once, as pa_bench_decode does, next to a device-to-device
-copy measured in the same run. Random bf16 data, never zeros.
+copy measured in the same run. Random bf16 data, never zeros. Each measurement runs in its own
+process: a FlexAttention configuration that fails with a device-side assert (a page smaller than
+its default KV block) poisons its CUDA context, and must not take the other anchors with it.
 
   python3 bench/anchors.py [--quick]
 """
 import argparse
 import statistics
+import subprocess
 import sys
 
 import torch
@@ -79,7 +82,7 @@ def sdpa_anchor(heads, kv_heads, d, lens):
     return replay_us(step)
 
 
-def flex_anchor(heads, kv_heads, d, lens, page):
+def flex_anchor(heads, kv_heads, d, lens, page, options):
     from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
     B = len(lens)
@@ -103,57 +106,88 @@ def flex_anchor(heads, kv_heads, d, lens, page):
     mask = BlockMask.from_kv_blocks(partial_num, partial_idx, full_num, full_idx,
                                     BLOCK_SIZE=(128, page), seq_lengths=(1, num_pages * page))
     k_all, v_all = k_pool.expand(B, -1, -1, -1), v_pool.expand(B, -1, -1, -1)
-    torch._dynamo.reset()  # one compilation per shape; never the recompile limit's eager fallback
     compiled = torch.compile(flex_attention, dynamic=False)
-    attempts = [None, {"BLOCK_N": page}] if page < 64 else [None]
-    last_error = None
-    for options in attempts:
+
+    def step():
+        return compiled(q, k_all, v_all, block_mask=mask, enable_gqa=True, kernel_options=options)
+
+    step()
+    torch.cuda.synchronize()
+    return replay_us(step)
+
+
+def child(kind, index, page, option):
+    """One measurement in this process; prints its microseconds (or "n/a reason")."""
+    label, heads, kv_heads, d, lens = SHAPES[index]
+    torch.manual_seed(index)
+    if kind == "copy":
+        print(f"{copy_tbps():.4f}")
+    elif kind == "sdpa":
+        us = sdpa_anchor(heads, kv_heads, d, lens)
+        print("n/a (ragged)" if us is None else f"{us:.3f}")
+    else:
+        print(f"{flex_anchor(heads, kv_heads, d, lens, page, option):.3f}")
+    return 0
+
+
+def measure(kind, index=0, page=0, option="default"):
+    """Runs child() in a fresh process; returns (microseconds or None, note)."""
+    cmd = [sys.executable, __file__, "--child", kind, str(index), str(page), option]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        return None, "timed out"
+    last = (r.stdout.strip().splitlines() or [""])[-1]
+    if r.returncode == 0:
         try:
-            def step(options=options):
-                return compiled(q, k_all, v_all, block_mask=mask, enable_gqa=True,
-                                kernel_options=options)
-            step()
-            return replay_us(step)
-        except Exception as e:  # a page smaller than the kernel's KV block: retry with BLOCK_N
-            last_error = e
-    raise last_error
+            return float(last), ""
+        except ValueError:
+            return None, last
+    err = (r.stderr.strip().splitlines() or ["?"])[-1]
+    return None, f"failed: {err[:100]}"
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
-                        help="pages 16 and 64, four shapes (each FlexAttention shape compiles)")
+                        help="pages 16 and 64, three shapes (each FlexAttention shape compiles)")
+    parser.add_argument("--child", nargs=4, metavar=("KIND", "SHAPE", "PAGE", "OPTION"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("no CUDA device")
         return 77
-    torch.manual_seed(0)
-    copy = copy_tbps()
+    if args.child:
+        kind, index, page, option = args.child
+        options = None if option == "default" else {"BLOCK_N": int(option)}
+        return child(kind, int(index), int(page), options)
+    copy, note = measure("copy")
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; "
-          f"device-to-device copy {copy:.2f} TB/s (read + write)")
+          f"device-to-device copy (torch copy_) {copy or 0:.2f} TB/s (read + write) {note}",
+          flush=True)
     pages = [16, 64] if args.quick else [16, 32, 64]
-    shapes = [SHAPES[i] for i in (0, 2, 8, 9)] if args.quick else SHAPES
-    for label, heads, kv_heads, d, lens in shapes:
+    indices = (0, 1, 3) if args.quick else range(len(SHAPES))  # quick: the rows B x L >= 256k
+    for index in indices:
+        label, heads, kv_heads, d, lens = SHAPES[index]
         kv_bytes = 2 * sum(lens) * kv_heads * d * 2
         results = []
         for page in pages:
-            try:
-                us = flex_anchor(heads, kv_heads, d, lens, page)
-                tbps = kv_bytes / (us * 1e-6) / 1e12
-                results.append(f"flex page {page}: {us:8.1f} us {tbps:5.2f} TB/s")
-            except Exception as e:
-                results.append(f"flex page {page}: n/a ({type(e).__name__}: {str(e)[:80]})")
-            torch.cuda.empty_cache()
-        try:
-            us = sdpa_anchor(heads, kv_heads, d, lens)
-            if us is None:
-                results.append("sdpa: n/a (ragged)")
+            # FlexAttention's default KV block is larger than a 16 or 32-token page: ask for the
+            # page first, then the default
+            options = [str(page), "default"] if page < 64 else ["default"]
+            notes = []
+            for option in options:
+                us, note = measure("flex", index, page, option)
+                if us is not None:
+                    results.append(f"flex page {page}: {us:8.1f} us "
+                                   f"{kv_bytes / (us * 1e-6) / 1e12:5.2f} TB/s")
+                    break
+                notes.append(f"BLOCK_N {option}: {note}")
             else:
-                tbps = kv_bytes / (us * 1e-6) / 1e12
-                results.append(f"sdpa contiguous: {us:8.1f} us {tbps:5.2f} TB/s")
-        except Exception as e:
-            results.append(f"sdpa: n/a ({type(e).__name__}: {str(e)[:80]})")
-        torch.cuda.empty_cache()
+                results.append(f"flex page {page}: n/a ({'; '.join(notes)})")
+        us, note = measure("sdpa", index)
+        results.append(f"sdpa contiguous: {us:8.1f} us {kv_bytes / (us * 1e-6) / 1e12:5.2f} TB/s"
+                       if us is not None else f"sdpa: n/a {note}")
         print(f"{label:26s} | " + " | ".join(results), flush=True)
     return 0
 
