@@ -1,6 +1,5 @@
 // pa__prologue_run: the host side of the shared prologue (the kernel is in prologue_kernel.cuh).
-// Cheap by design: launch extents come from the plan's static shapes and the SM count the plan
-// already holds, no CUDA queries, one launch.
+// Cheap by design: launch extents come from the plan's static shapes, no CUDA queries, one launch.
 #include <stdint.h>
 
 #include "internal.h"
@@ -37,17 +36,17 @@ pa_status check_alignment(const pa__problem &p, const pa__io &io) {
 }
 
 template <typename T>
-cudaError_t launch_for_cache(pa_dtype cache_dtype, const prologue_params &prm, bool transforms,
-                             unsigned grid, size_t shared_bytes, cudaStream_t stream) {
+cudaError_t launch_for_cache(pa_dtype cache_dtype, const prologue_params &prm, unsigned grid,
+                             size_t shared_bytes, cudaStream_t stream) {
   switch (cache_dtype) {
     case PA_DTYPE_INT8:
-      return launch_prologue<T, int8_t>(prm, transforms, grid, shared_bytes, stream);
+      return launch_prologue<T, int8_t>(prm, grid, shared_bytes, stream);
 #if PA_FP8_KV_CACHE
     case PA_DTYPE_FLOAT8_E4M3FN:
-      return launch_prologue<T, fp8_e4m3>(prm, transforms, grid, shared_bytes, stream);
+      return launch_prologue<T, fp8_e4m3>(prm, grid, shared_bytes, stream);
 #endif
     default:
-      return launch_prologue<T, T>(prm, transforms, grid, shared_bytes, stream);
+      return launch_prologue<T, T>(prm, grid, shared_bytes, stream);
   }
 }
 
@@ -100,7 +99,7 @@ extern "C" pa_status pa__prologue_run(const pa_plan *plan, const pa__io *io, pa_
   prm.q_rows = stage_q ? p.num_heads : 0;
   prm.rows_per_token =
       prm.q_rows + p.kv_num_heads + (p.input_mode == PA__MODE_LATENT ? 0 : p.kv_num_heads);
-  prm.token_count = p.token_count;
+  prm.total_rows = p.token_count * prm.rows_per_token;
   prm.packed = p.input_mode == PA__MODE_PACKED;
   prm.has_qk_norm = p.has_qk_norm;
   prm.qk_norm_epsilon = p.qk_norm_epsilon;
@@ -111,8 +110,7 @@ extern "C" pa_status pa__prologue_run(const pa_plan *plan, const pa__io *io, pa_
   prm.k_quant = p.k_quant;
   prm.v_quant = p.v_quant;
 
-  // lanes per row: the fewest (a power of two up to a warp) that leave each lane at most
-  // kPrologueMaxChunksPerLane chunks, so that a lane has many bytes in flight
+  // lanes per row: enough for about two 16-byte chunks each, a power of two up to a warp
   const int chunks = p.head_size / 8;
   int lanes_log2 = 0;
   while ((1 << lanes_log2) * kPrologueMaxChunksPerLane < chunks && lanes_log2 < 5) lanes_log2++;
@@ -123,30 +121,17 @@ extern "C" pa_status pa__prologue_run(const pa_plan *plan, const pa__io *io, pa_
     return pa__fail(PA_ERROR_NOT_SUPPORTED, "prologue: head_size %d exceeds %d channels",
                     p.head_size, 8 * 32 * kPrologueMaxChunksPerLane);
 
-  prm.rows_per_pass = 32 / prm.lanes_per_row;
-  const int rows_per_slice = prm.rows_per_pass * kProloguePassesInFlight;
-  prm.slices_per_token = (prm.rows_per_token + rows_per_slice - 1) / rows_per_slice;
-
-  const bool transforms = p.has_qk_norm || p.do_rotary;
-  // one item (a token's slice) per warp, at most the CTAs that are resident at once: the warps
-  // loop over the rest, which saves CTA launches and the last partial wave
-  const int64_t warps_per_cta = kPrologueThreads / 32;
-  const int64_t ctas = (p.token_count * prm.slices_per_token + warps_per_cta - 1) / warps_per_cta;
-  const int64_t resident =
-      (int64_t)(plan->caps.multiprocessor_count > 0 ? plan->caps.multiprocessor_count : 1) *
-      prologue_ctas_per_sm(transforms, pa_dtype_size(p.k_cache_dtype) == 1);
-  const unsigned grid = (unsigned)(ctas < resident ? ctas : resident);
-  const int64_t grid_warps = (int64_t)grid * warps_per_cta;
-  prm.item_step_tokens = grid_warps / prm.slices_per_token;
-  prm.item_step_slices = (int32_t)(grid_warps % prm.slices_per_token);
+  const int64_t groups_per_cta = kPrologueThreads / prm.lanes_per_row;
+  const int64_t ctas = (prm.total_rows + groups_per_cta - 1) / groups_per_cta;
+  const unsigned grid = (unsigned)(ctas < (1 << 30) ? ctas : (1 << 30));  // the kernel loops
   const size_t shared_bytes =
       p.do_rotary ? (size_t)kPrologueThreads * prm.chunks_per_lane * 8 * sizeof(float) : 0;
 
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
   cudaError_t err =
       p.dtype == PA_DTYPE_BFLOAT16
-          ? launch_for_cache<__nv_bfloat16>(p.k_cache_dtype, prm, transforms, grid, shared_bytes, s)
-          : launch_for_cache<__half>(p.k_cache_dtype, prm, transforms, grid, shared_bytes, s);
+          ? launch_for_cache<__nv_bfloat16>(p.k_cache_dtype, prm, grid, shared_bytes, s)
+          : launch_for_cache<__half>(p.k_cache_dtype, prm, grid, shared_bytes, s);
   if (err != cudaSuccess)
     return pa__fail(PA_ERROR_CUDA, "prologue: kernel launch failed: %s", cudaGetErrorString(err));
   return PA_SUCCESS;
