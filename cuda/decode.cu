@@ -180,12 +180,10 @@ pa_status decode_check(const pa__problem *p, const pa_device_caps *caps, char *w
 
 // Resident CTAs per multiprocessor, estimated without the device: shared memory (a multiprocessor
 // has about 1 KB more than the per-block opt-in limit and reserves 1 KB per CTA) and registers
-// (-Xptxas -v, sm_90a: about 130 per thread for DMAX 64, 162 for DMAX 128 with a 16-bit cache and
-// 181 with an 8-bit one, about 250 for DMAX 256: 3, 3, 2 and 2 CTAs of 128 threads).
+// (-Xptxas -v, sm_90a: 115 to 162 per thread up to DMAX 128, 211 to 243 for DMAX 256: 3 or 2
+// CTAs of 128 threads).
 int64_t ctas_per_sm_of(const pa_device_caps *caps, int smem_bytes, const pa__problem *p) {
-  const int dmax = decode_dmax(p->head_size);
-  const int64_t by_registers =
-      dmax == 64 || (dmax == 128 && pa_dtype_size(p->k_cache_dtype) == 2) ? 3 : 2;
+  const int64_t by_registers = decode_dmax(p->head_size) <= 128 ? 3 : 2;
   const int64_t by_smem =
       (caps->max_shared_memory_per_block_optin + 1024) / ((int64_t)smem_bytes + 1024);
   return std::max<int64_t>(1, std::min(by_registers, by_smem));
@@ -321,9 +319,9 @@ pa_status decode_run(const pa_plan *plan, const pa__io *io, pa__stream stream) {
     dim3 grid((unsigned)p->token_count, (unsigned)p->num_heads);
     int quantized = pa_dtype_size(p->k_cache_dtype) == 1;
     err = p->dtype == PA_DTYPE_BFLOAT16
-              ? launch_decode_kernel(decode_merge_kernel<__nv_bfloat16>, grid, 128, 0, st, chained,
+              ? launch_decode_kernel(decode_merge_kernel<__nv_bfloat16>, grid, kMergeThreads, 0, st, chained,
                                      P, quantized)
-              : launch_decode_kernel(decode_merge_kernel<__half>, grid, 128, 0, st, chained, P,
+              : launch_decode_kernel(decode_merge_kernel<__half>, grid, kMergeThreads, 0, st, chained, P,
                                      quantized);
   }
   if (err != cudaSuccess)

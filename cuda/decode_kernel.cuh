@@ -266,25 +266,6 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int group_id = lane / 4, col = (lane % 4) * 2;  // mma fragment coordinates
 
-  const key_range range = token_key_range(P, token);
-  const int tile_begin = min(split * P.tiles_per_split, range.tiles);
-  const int tile_end = min(range.tiles, tile_begin + P.tiles_per_split);
-  const bool direct = P.num_split_slots == 1;
-  const int64_t slot_base = item * P.num_heads;
-
-  if (tile_begin >= tile_end) {  // nothing to read: an empty partial, or a zero output row
-    for (int i = tid; i < rows * head_size; i += kDecodeThreads) {
-      int r = i / head_size, c = i % head_size;
-      if (direct) {
-        reinterpret_cast<T *>(P.output)[(token * P.num_heads + head0 + r) * head_size + c] =
-            from_float<T>(0.0f);
-      } else if (c == 0) {
-        P.partial_ml[slot_base + head0 + r] = make_float2(-INFINITY, 0.0f);
-      }
-    }
-    return;
-  }
-
   T *q_smem = reinterpret_cast<T *>(smem);
   constexpr int q_stride = DMAX + 8;  // decode_q_row_elems
   unsigned char *admitted = smem + kDecodeHeadsPerCta * q_stride * sizeof(T);
@@ -294,6 +275,7 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
 
   // Q of the chunk's heads into shared memory, with a per-channel k_scale folded in; rows beyond
   // the group and channels beyond head_size are zero (their scores are finite and discarded).
+  // Q needs only the token, so its loads go out before the key range's chain of dependent loads.
   float qk_scale = P.scale;
   if (is_quantized<C>::value && P.k_quant == PA_QUANT_PER_TENSOR) qk_scale *= __ldg(P.k_scale);
   const bool fold_k_scale = is_quantized<C>::value && P.k_quant == PA_QUANT_PER_CHANNEL;
@@ -315,6 +297,25 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
       }
       *reinterpret_cast<uint4 *>(q_smem + r * q_stride + c) = v;
     }
+  }
+
+  const key_range range = token_key_range(P, token);
+  const int tile_begin = min(split * P.tiles_per_split, range.tiles);
+  const int tile_end = min(range.tiles, tile_begin + P.tiles_per_split);
+  const bool direct = P.num_split_slots == 1;
+  const int64_t slot_base = item * P.num_heads;
+
+  if (tile_begin >= tile_end) {  // nothing to read: an empty partial, or a zero output row
+    for (int i = tid; i < rows * head_size; i += kDecodeThreads) {
+      int r = i / head_size, c = i % head_size;
+      if (direct) {
+        reinterpret_cast<T *>(P.output)[(token * P.num_heads + head0 + r) * head_size + c] =
+            from_float<T>(0.0f);
+      } else if (c == 0) {
+        P.partial_ml[slot_base + head0 + r] = make_float2(-INFINITY, 0.0f);
+      }
+    }
+    return;
   }
 
   // Loads: thread (run, chunk) owns 16-byte chunk `chunk` of the kRunRows consecutive rows starting
@@ -567,15 +568,39 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) decode_kernel(const decode_
   }
 }
 
-// Combines the items of one (token, head) in split order; items with no admitted key are skipped,
-// so the result does not depend on how many split slots the launch had.
+constexpr int kMergeThreads = 128;
+constexpr int kMergeChannelsPerThread = 256 / kMergeThreads;  // head sizes up to 256
+
+// Deterministic block-wide reductions of kMergeThreads values (a fixed shuffle-then-warp tree).
+template <typename Op>
+__device__ __forceinline__ float merge_block_reduce(float x, float *scratch, Op op) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) x = op(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  __syncthreads();  // scratch may still be read by a previous reduction
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = x;
+  __syncthreads();
+  x = scratch[0];
+#pragma unroll
+  for (int w = 1; w < kMergeThreads / 32; w++) x = op(x, scratch[w]);
+  return x;
+}
+
+// Combines the items of one (token, head); items with no admitted key are skipped, so the result
+// does not depend on how many split slots the launch had. The threads share the splits for the
+// merged max and sum, then each channel adds its partials in split order with weights staged
+// kMergeThreads splits at a time in shared memory (the partial loads of a channel stay independent
+// of each other, so many are in flight: a long sequence has dozens of splits).
 template <typename T>
-__global__ void decode_merge_kernel(const decode_params P, int is_quantized_cache) {
+__global__ void __launch_bounds__(kMergeThreads)
+    decode_merge_kernel(const decode_params P, int is_quantized_cache) {
   wait_for_previous_kernel();
+  __shared__ float scratch[kMergeThreads / 32];
+  __shared__ float weights[kMergeThreads];  // < 0: the split is empty
   const int64_t token = blockIdx.x;
   const int head = blockIdx.y;
   const int head_size = P.kv.head_size;
   const int kv_head = head / P.group_size;
+  const int tid = threadIdx.x;
   int64_t first = token * P.num_split_slots;
   int count = P.num_split_slots;
   if (P.item_begin) {
@@ -584,28 +609,53 @@ __global__ void decode_merge_kernel(const decode_params P, int is_quantized_cach
   }
   const float2 *ml = P.partial_ml + first * P.num_heads + head;
   float m = -INFINITY;
-  for (int s = 0; s < count; s++) {
+  for (int s = tid; s < count; s += kMergeThreads) {
     float2 x = ml[(int64_t)s * P.num_heads];
     if (x.y > 0.0f) m = fmaxf(m, x.x);
   }
+  m = merge_block_reduce(m, scratch, [](float a, float b) { return fmaxf(a, b); });
   float l = 0.0f;
-  for (int s = 0; s < count; s++) {
+  for (int s = tid; s < count; s += kMergeThreads) {
     float2 x = ml[(int64_t)s * P.num_heads];
     if (x.y > 0.0f) l += x.y * softmax_rescale(x.x, m);
   }
-  const float sink = sink_log2(P, head, dtype_of<T>::value == PA_DTYPE_BFLOAT16);
-  for (int c = threadIdx.x; c < head_size; c += blockDim.x) {
-    float o = 0.0f;
-    for (int s = 0; s < count; s++) {
+  l = merge_block_reduce(l, scratch, [](float a, float b) { return a + b; });
+
+  float o[kMergeChannelsPerThread] = {};
+  const float *partial = P.partial_out + (first * P.num_heads + head) * head_size;
+  const int64_t split_stride = (int64_t)P.num_heads * head_size;
+  for (int chunk = 0; chunk < count; chunk += kMergeThreads) {
+    const int s = chunk + tid;
+    float w = -1.0f;
+    if (s < count) {
       float2 x = ml[(int64_t)s * P.num_heads];
-      if (x.y > 0.0f)
-        o += P.partial_out[((first + s) * P.num_heads + head) * head_size + c] *
-             softmax_rescale(x.x, m);
+      if (x.y > 0.0f) w = softmax_rescale(x.x, m);
     }
+    __syncthreads();  // the previous chunk's weights have been read
+    weights[tid] = w;
+    __syncthreads();
+    const int n = min(kMergeThreads, count - chunk);
+#pragma unroll 8
+    for (int j = 0; j < n; j++) {
+      const float wj = weights[j];
+      if (wj < 0.0f) continue;
+      const float *row = partial + (int64_t)(chunk + j) * split_stride;
+#pragma unroll
+      for (int k = 0; k < kMergeChannelsPerThread; k++) {
+        const int c = tid + k * kMergeThreads;
+        if (c < head_size) o[k] += row[c] * wj;
+      }
+    }
+  }
+  const float sink = sink_log2(P, head, dtype_of<T>::value == PA_DTYPE_BFLOAT16);
+#pragma unroll
+  for (int k = 0; k < kMergeChannelsPerThread; k++) {
+    const int c = tid + k * kMergeThreads;
+    if (c >= head_size) continue;
     float v_scale_c =
         is_quantized_cache ? cache_scale(P.v_scale, P.v_quant, kv_head, head_size, c) : 1.0f;
     reinterpret_cast<T *>(P.output)[(token * P.num_heads + head) * head_size + c] =
-        from_float<T>(finalize_output(m, l, o, sink, v_scale_c));
+        from_float<T>(finalize_output(m, l, o[k], sink, v_scale_c));
   }
 }
 
