@@ -8,8 +8,8 @@
 Every callable is captured in a CUDA graph and timed by replays (median of >= 100 after warm-up);
 TB/s counts the K + V bytes of the step once, as pa_bench_decode does, next to a device-to-device
 copy measured in the same run. Random bf16 data, never zeros. Each measurement runs in its own
-process: a FlexAttention configuration that fails with a device-side assert (a page smaller than
-its default KV block) poisons its CUDA context, and must not take the other anchors with it.
+process: a FlexAttention configuration that fails with a device-side assert poisons its CUDA
+context, and must not take the other anchors with it.
 
   python3 bench/anchors.py [--quick]
 """
@@ -98,9 +98,11 @@ def flex_anchor(heads, kv_heads, d, lens, page, options):
     for b, n in enumerate(pages_per_seq):
         table[b, :n] = ids[first:first + n]
         first += n
-    # every page is full: list them as full blocks (no mask_mod evaluation)
+    # every page is full: list them as full blocks (no mask_mod evaluation); the index rows are
+    # as wide as the pool, since BlockMask densifies them to (rows, width) to transpose
     full_num = torch.tensor(pages_per_seq, dtype=torch.int32, device="cuda").view(B, 1, 1)
-    full_idx = table.view(B, 1, 1, max_pages)
+    full_idx = torch.zeros(B, 1, 1, num_pages, dtype=torch.int32, device="cuda")
+    full_idx[:, 0, 0, :max_pages] = table
     partial_num = torch.zeros_like(full_num)
     partial_idx = torch.zeros_like(full_idx)
     mask = BlockMask.from_kv_blocks(partial_num, partial_idx, full_num, full_idx,

@@ -10,7 +10,9 @@
 //     it includes the launch's fixed cost (the "empty kernel" figure, timed the same way);
 //   - back to back (throughput): kBackToBack launches between one event pair, time / kBackToBack,
 //     median of >= 10 such runs: what a serving loop that queues its kernels sees, where a launch's
-//     fixed cost overlaps the previous launch.
+//     fixed cost overlaps the previous launch;
+//   - the same-size memcpy: a cudaMemcpyAsync moving the row's bytes, timed per launch like the
+//     row ("of it" = memcpy time / row time): the ceiling a transfer that small reaches.
 // Input sets and cache regions rotate ("sets") so that the working set is >= 4x L2, capped where
 // the two caches would pass 512 MB (the decode shapes, whose sets each own one block per sequence).
 // The caches and the staged Q of one launch are checked against the reference executor's prologue
@@ -90,6 +92,31 @@ double copy_bandwidth(cudaStream_t stream, int reps) {
 }
 
 __global__ void empty_kernel() {}
+
+template <typename Launch>
+double time_per_launch(cudaStream_t stream, int runs, int per_run, Launch launch);
+
+// Seconds per cudaMemcpyAsync that moves `bytes_moved` (read + write counted, as the rows count
+// theirs), timed per launch like the rows, over rotating slices of >= 4x L2: the ceiling a
+// transfer of that size reaches, its own ramp and launch included.
+double same_size_copy(cudaStream_t stream, double bytes_moved, size_t l2_bytes, int reps) {
+  const size_t slice = (size_t)(bytes_moved / 2) / 256 * 256;
+  const int slices = (int)std::max<size_t>(2, (4 * l2_bytes + slice - 1) / slice);
+  char *src, *dst;
+  CHECK_CUDA(cudaMalloc(&src, slice * slices));
+  CHECK_CUDA(cudaMalloc(&dst, slice * slices));
+  CHECK_CUDA(cudaMemsetAsync(src, 1, slice * slices, stream));
+  auto copy = [&](int i) {
+    const size_t offset = (size_t)(i % slices) * slice;
+    CHECK_CUDA(cudaMemcpyAsync(dst + offset, src + offset, slice, cudaMemcpyDeviceToDevice, stream));
+  };
+  for (int i = 0; i < slices; i++) copy(i);
+  const double seconds = time_per_launch(stream, reps, 1, copy);
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  CHECK_CUDA(cudaFree(src));
+  CHECK_CUDA(cudaFree(dst));
+  return seconds;
+}
 
 // Median seconds per launch of launch(i): `runs` event pairs around `per_run` launches each, all
 // queued behind a spin kernel (about 20 ms: the host queues everything behind it).
@@ -416,11 +443,13 @@ void run_case(const shape &s, double copy_bw, int reps, int warmup, size_t l2_by
   const double alone = time_per_launch(stream, reps, 1, rotating);
   const double back_to_back =
       time_per_launch(stream, back_to_back_runs(reps), kBackToBack, rotating);
-  std::printf("%6d %6d %6s %8s %5d %9.2f %9.2f %7.1f %% %9.2f %7.1f %%  %s\n", s.tokens, s.batch,
-              s.cache == PA_DTYPE_INT8 ? "int8" : "fp16", s.rotary ? "yes" : "no", c.sets,
-              c.bytes_per_launch / 1e6, alone * 1e6, 100.0 * c.bytes_per_launch / alone / copy_bw,
-              back_to_back * 1e6, 100.0 * c.bytes_per_launch / back_to_back / copy_bw,
-              ok ? "ok" : "FAILED");
+  const double memcpy_alone = same_size_copy(stream, c.bytes_per_launch, l2_bytes, reps);
+  std::printf("%6d %6d %6s %8s %5d %9.2f %9.2f %7.1f %% %9.2f %7.1f %% %9.2f %7.1f %%  %s\n",
+              s.tokens, s.batch, s.cache == PA_DTYPE_INT8 ? "int8" : "fp16",
+              s.rotary ? "yes" : "no", c.sets, c.bytes_per_launch / 1e6, alone * 1e6,
+              100.0 * c.bytes_per_launch / alone / copy_bw, back_to_back * 1e6,
+              100.0 * c.bytes_per_launch / back_to_back / copy_bw, memcpy_alone * 1e6,
+              100.0 * memcpy_alone / alone, ok ? "ok" : "FAILED");
 
   for (int set = 0; set < c.sets; set++) {
     cudaFree(c.queries[set]);
@@ -462,10 +491,11 @@ int main(int argc, char **argv) {
       "launches, of runs of %d back to back\n",
       kHeads, kKvHeads, kHeadSize, kBlockSize, copy_bw / 1e12, floor.alone_us,
       floor.back_to_back_us, reps, kBackToBack);
-  std::printf("%6s %6s %6s %8s %5s %9s %19s %19s  %s\n", "", "", "", "", "", "", "per launch",
-              "back to back", "");
-  std::printf("%6s %6s %6s %8s %5s %9s %9s %9s %9s %9s  %s\n", "tokens", "batch", "cache",
-              "Q staged", "sets", "MB moved", "us", "of copy", "us", "of copy", "check");
+  std::printf("%6s %6s %6s %8s %5s %9s %19s %19s %19s  %s\n", "", "", "", "", "", "",
+              "per launch", "back to back", "same-size memcpy", "");
+  std::printf("%6s %6s %6s %8s %5s %9s %9s %9s %9s %9s %9s %9s  %s\n", "tokens", "batch", "cache",
+              "Q staged", "sets", "MB moved", "us", "of copy", "us", "of copy", "us", "of it",
+              "check");
   // decode-shaped (one token per sequence, short pasts) and prefill-shaped (4 x 2048)
   const shape shapes[] = {
       {256, 256, 15, false, PA_DTYPE_FLOAT16}, {256, 256, 15, true, PA_DTYPE_FLOAT16},
