@@ -110,6 +110,33 @@ void fill(void *dst, int64_t count, pa_dtype t, float amp, uint64_t seed) {
   CHECK_CUDA(cudaGetLastError());
 }
 
+// ---- timing ---------------------------------------------------------------------------------------
+
+// Median microseconds of one run() on `stream`: `warmup` untimed calls, then `samples` event pairs
+// around `per_sample` back-to-back calls each.
+template <typename Run>
+double median_us(cudaStream_t stream, int warmup, int samples, int per_sample, Run run) {
+  for (int i = 0; i < warmup; i++) run();
+  CHECK_CUDA(cudaGetLastError());
+  cudaEvent_t start, stop;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+  std::vector<float> times;
+  for (int s = 0; s < samples; s++) {
+    CHECK_CUDA(cudaEventRecord(start, stream));
+    for (int i = 0; i < per_sample; i++) run();
+    CHECK_CUDA(cudaEventRecord(stop, stream));
+    CHECK_CUDA(cudaEventSynchronize(stop));
+    float ms;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    times.push_back(ms * 1000.0f / per_sample);
+  }
+  CHECK_CUDA(cudaEventDestroy(start));
+  CHECK_CUDA(cudaEventDestroy(stop));
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
 // ---- the paged-read ceiling -------------------------------------------------------------------
 
 constexpr int kCeilingKeys = 64;  // keys per CTA, as a DECODE tile
@@ -143,7 +170,6 @@ __global__ void __launch_bounds__(kCeilingThreads) paged_read_kernel(
   if (acc.x == 0x9e3779b9u && acc.y == 0x7f4a7c15u && acc.z == acc.w) sink[0] = acc;
 }
 
-// Median microseconds of the paged read of every K and V byte of the step.
 // ---- host decoding for the oracle -------------------------------------------------------------
 
 float half_bits_to_float(uint16_t h) {
@@ -286,6 +312,7 @@ void setup(device_problem &p, const config &cfg, uint64_t seed) {
   p.kv_bytes = 2.0 * (double)tokens * s.kv_heads * s.head_size * pa_dtype_size(cfg.cache_dtype);
 }
 
+// Median microseconds of the paged read of every K and V byte of the step.
 double paged_read_us(const device_problem &p, cudaStream_t stream) {
   const shape &s = p.cfg.s;
   const int row_vecs = (int)(s.head_size * pa_dtype_size(p.cfg.cache_dtype) / 16);
@@ -299,26 +326,9 @@ double paged_read_us(const device_problem &p, cudaStream_t stream) {
         (const int32_t *)p.dev[PA_IN_BLOCK_TABLE], (const int32_t *)p.dev[PA_IN_PAST_SEQLENS],
         p.blocks_per_seq, p.cfg.block_size, s.kv_heads, row_vecs, chunks, sink);
   };
-  for (int i = 0; i < 5; i++) launch();
-  CHECK_CUDA(cudaGetLastError());
-  cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
-  std::vector<float> times;
-  for (int i = 0; i < 100; i++) {
-    CHECK_CUDA(cudaEventRecord(start, stream));
-    launch();
-    CHECK_CUDA(cudaEventRecord(stop, stream));
-    CHECK_CUDA(cudaEventSynchronize(stop));
-    float ms;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms * 1000.0f);
-  }
-  CHECK_CUDA(cudaEventDestroy(start));
-  CHECK_CUDA(cudaEventDestroy(stop));
+  const double us = median_us(stream, 5, 100, 1, launch);
   CHECK_CUDA(cudaFree(sink));
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return us;
 }
 
 void release(device_problem &p) {
@@ -432,11 +442,6 @@ double sampled_error(const device_problem &p, bool verbose) {
   return worst;
 }
 
-double median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // Median microseconds of one pa_execute (eager), or of one graph replay.
 double time_execute(const pa_plan *plan, const device_problem &p, void *workspace, size_t ws,
                     cudaStream_t stream, int reps, bool graph) {
@@ -456,38 +461,11 @@ double time_execute(const pa_plan *plan, const device_problem &p, void *workspac
     else
       pa_execute(plan, p.dev, outputs, workspace, ws, stream);
   };
-  for (int i = 0; i < 10; i++) step();
-  cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
-  std::vector<float> times;
-  if (graph) {
-    // back-to-back replays: per-step latency as a serving loop sees it
-    for (int r = 0; r < 5; r++) {
-      const int n = std::max(reps, 200);
-      CHECK_CUDA(cudaEventRecord(start, stream));
-      for (int i = 0; i < n; i++) step();
-      CHECK_CUDA(cudaEventRecord(stop, stream));
-      CHECK_CUDA(cudaEventSynchronize(stop));
-      float ms;
-      CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-      times.push_back(ms * 1000.0f / n);
-    }
-  } else {
-    for (int i = 0; i < reps; i++) {
-      CHECK_CUDA(cudaEventRecord(start, stream));
-      step();
-      CHECK_CUDA(cudaEventRecord(stop, stream));
-      CHECK_CUDA(cudaEventSynchronize(stop));
-      float ms;
-      CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-      times.push_back(ms * 1000.0f);
-    }
-  }
-  CHECK_CUDA(cudaEventDestroy(start));
-  CHECK_CUDA(cudaEventDestroy(stop));
+  // graph: back-to-back replays, the per-step time a serving loop sees
+  const double us = graph ? median_us(stream, 10, 5, std::max(reps, 200), step)
+                          : median_us(stream, 10, reps, 1, step);
   if (exec) CHECK_CUDA(cudaGraphExecDestroy(exec));
-  return median(times);
+  return us;
 }
 
 // Device-to-device copy bandwidth (read + write counted), TB/s.
@@ -497,24 +475,12 @@ double copy_tbps(cudaStream_t stream) {
   CHECK_CUDA(cudaMalloc(&a, bytes));
   CHECK_CUDA(cudaMalloc(&b, bytes));
   CHECK_CUDA(cudaMemsetAsync(a, 1, bytes, stream));
-  cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
-  std::vector<float> times;
-  for (int i = 0; i < 30; i++) {
-    CHECK_CUDA(cudaEventRecord(start, stream));
+  const double us = median_us(stream, 5, 25, 1, [&]() {
     CHECK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream));
-    CHECK_CUDA(cudaEventRecord(stop, stream));
-    CHECK_CUDA(cudaEventSynchronize(stop));
-    float ms;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    if (i >= 5) times.push_back(ms);
-  }
+  });
   CHECK_CUDA(cudaFree(a));
   CHECK_CUDA(cudaFree(b));
-  CHECK_CUDA(cudaEventDestroy(start));
-  CHECK_CUDA(cudaEventDestroy(stop));
-  return 2.0 * bytes / (median(times) * 1e-3) / 1e12;
+  return 2.0 * bytes / (us * 1e-6) / 1e12;
 }
 
 // Plans, checks against the oracle, times; returns 0 when the check passed.
