@@ -6,19 +6,9 @@
 #include <string.h>
 
 #include "host_numeric.h"
+#include "test_rng.h"
 
 /* ---- random streams: splitmix64, one stream per (seed, tensor, index) ------------------------- */
-
-typedef struct rng {
-  uint64_t state;
-} rng;
-
-static uint64_t rng_next(rng *r) {
-  uint64_t z = (r->state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 static rng rng_stream(uint64_t seed, int tensor, int64_t index) {
   rng r = {seed * 0x2545f4914f6cdd1dull + (uint64_t)tensor * 0x9e3779b97f4a7c15ull};
