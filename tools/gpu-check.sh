@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, run the gpu suite (and the rest), optionally the sanitizer and
 # the benchmarks. Full logs go under $OUT; a short summary is printed last.
-#   tools/gpu-check.sh [tests] [sanitize] [bench] [anchors]
+#   tools/gpu-check.sh [tests] [sanitize] [bench] [anchors] [profile]
+# profile: ncu (clocks left alone) on one timed DECODE step of each pa_bench_decode shape whose
+# label contains a word of PROFILE_ONLY (default "1x128k"), block 16; the key figures of each go to
+# profile.txt (the reports themselves stay on the machine: only 8 files come back).
 set -u
 out=${OUT:-/tmp/pa-out}
 mkdir -p "$out"
@@ -41,6 +44,15 @@ PY
     done ;;
   anchors)
     python3 bench/anchors.py ${ANCHORS_ARGS:---quick} >"$out/anchors.txt" 2>&1; summary+=("anchors: rc=$?") ;;
+  profile)
+    for only in ${PROFILE_ONLY:-1x128k}; do
+      ncu --clock-control none --kernel-name regex:decode_kernel --launch-skip 3 --launch-count 1 \
+        --set full -f -o /tmp/pa-profile build-gpu/bench/pa_bench_decode --only "$only" --block 16 \
+        >/dev/null 2>&1
+      { echo "== $only"; ncu --import /tmp/pa-profile.ncu-rep --page details 2>&1 |
+        grep -E "Duration|DRAM Throughput|Issue Slots Busy|Executed Instructions  |Registers Per|Grid Size|Waves Per SM|Achieved Active Warps|Eligible Warps|Warp Cycles Per Issued|L2 Hit Rate"; } >>"$out/profile.txt"
+    done
+    summary+=("profile: $(grep -c '^==' "$out/profile.txt") shape(s) in profile.txt") ;;
   esac
 done
 printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
