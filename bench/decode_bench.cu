@@ -110,7 +110,7 @@ void fill(void *dst, int64_t count, pa_dtype t, float amp, uint64_t seed) {
   CHECK_CUDA(cudaGetLastError());
 }
 
-// ---- timing ---------------------------------------------------------------------------------------
+// ---- timing ------------------------------------------------------------------------------------
 
 // Median microseconds of one run() on `stream`: `warmup` untimed calls, then `samples` event pairs
 // around `per_sample` back-to-back calls each.

@@ -93,31 +93,6 @@ double copy_bandwidth(cudaStream_t stream, int reps) {
 
 __global__ void empty_kernel() {}
 
-template <typename Launch>
-double time_per_launch(cudaStream_t stream, int runs, int per_run, Launch launch);
-
-// Seconds per cudaMemcpyAsync that moves `bytes_moved` (read + write counted, as the rows count
-// theirs), timed per launch like the rows, over rotating slices of >= 4x L2: the ceiling a
-// transfer of that size reaches, its own ramp and launch included.
-double same_size_copy(cudaStream_t stream, double bytes_moved, size_t l2_bytes, int reps) {
-  const size_t slice = (size_t)(bytes_moved / 2) / 256 * 256;
-  const int slices = (int)std::max<size_t>(2, (4 * l2_bytes + slice - 1) / slice);
-  char *src, *dst;
-  CHECK_CUDA(cudaMalloc(&src, slice * slices));
-  CHECK_CUDA(cudaMalloc(&dst, slice * slices));
-  CHECK_CUDA(cudaMemsetAsync(src, 1, slice * slices, stream));
-  auto copy = [&](int i) {
-    const size_t offset = (size_t)(i % slices) * slice;
-    CHECK_CUDA(cudaMemcpyAsync(dst + offset, src + offset, slice, cudaMemcpyDeviceToDevice, stream));
-  };
-  for (int i = 0; i < slices; i++) copy(i);
-  const double seconds = time_per_launch(stream, reps, 1, copy);
-  CHECK_CUDA(cudaStreamSynchronize(stream));
-  CHECK_CUDA(cudaFree(src));
-  CHECK_CUDA(cudaFree(dst));
-  return seconds;
-}
-
 // Median seconds per launch of launch(i): `runs` event pairs around `per_run` launches each, all
 // queued behind a spin kernel (about 20 ms: the host queues everything behind it).
 template <typename Launch>
@@ -135,6 +110,29 @@ double time_per_launch(cudaStream_t stream, int runs, int per_run, Launch launch
   for (int r = 0; r < runs; r++) CHECK_CUDA(cudaEventElapsedTime(&ms[r], ev[2 * r], ev[2 * r + 1]));
   for (auto &e : ev) CHECK_CUDA(cudaEventDestroy(e));
   return median(ms) * 1e-3 / per_run;
+}
+
+// Seconds per cudaMemcpyAsync that moves `bytes_moved` (read + write counted, as the rows count
+// theirs), timed per launch like the rows, over rotating slices of >= 4x L2: the ceiling a
+// transfer of that size reaches, its own ramp and launch included.
+double same_size_copy(cudaStream_t stream, double bytes_moved, size_t l2_bytes, int reps) {
+  const size_t slice = (size_t)(bytes_moved / 2) / 256 * 256;
+  const int slices = (int)std::max<size_t>(2, (4 * l2_bytes + slice - 1) / slice);
+  char *src, *dst;
+  CHECK_CUDA(cudaMalloc(&src, slice * slices));
+  CHECK_CUDA(cudaMalloc(&dst, slice * slices));
+  CHECK_CUDA(cudaMemsetAsync(src, 1, slice * slices, stream));
+  auto copy = [&](int i) {
+    const size_t offset = (size_t)(i % slices) * slice;
+    CHECK_CUDA(
+        cudaMemcpyAsync(dst + offset, src + offset, slice, cudaMemcpyDeviceToDevice, stream));
+  };
+  for (int i = 0; i < slices; i++) copy(i);
+  const double seconds = time_per_launch(stream, reps, 1, copy);
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  CHECK_CUDA(cudaFree(src));
+  CHECK_CUDA(cudaFree(dst));
+  return seconds;
 }
 
 // Runs of kBackToBack launches for about as many launches as `reps` timed one by one, at least 10.

@@ -4,13 +4,13 @@
 // heads of a token are neighbours in launch order, so concurrent CTAs read neighbouring bytes of a
 // page. The CTA holds every query head of the chunk on the M dimension of mma.sync m16n8k16, so
 // each KV tile is read from memory once per group. Tiles are 64 keys at absolute multiples of 64
-// whatever the page size, so a thread's run of up to 16 consecutive rows of a tile lies in one page:
-// it looks up one block id per tile (prefetched a tile ahead) and issues its rows' 16-byte cp.async
-// loads at a fixed stride into a 3-stage ring. Shared rows are DMAX channels wide; channels past
-// head_size are zero-filled by the same loads, so the math below never tests head_size. Each of
-// the 4 warps owns 16 keys of every tile (fragments through ldmatrix) and runs its own online
-// softmax over them; the warps are merged once at the end. The key range of a token is
-// window-clamped ([lo, hi) below) and its tiles are cut into splits of tiles_per_split tiles
+// whatever the page size, so a thread's run of up to 16 consecutive rows of a tile lies in one
+// page: it looks up one block id per tile (prefetched a tile ahead) and issues its rows' 16-byte
+// cp.async loads at a fixed stride into a 3-stage ring. Shared rows are DMAX channels wide;
+// channels past head_size are zero-filled by the same loads, so the math below never tests
+// head_size. Each of the 4 warps owns 16 keys of every tile (fragments through ldmatrix) and runs
+// its own online softmax over them; the warps are merged once at the end. The key range of a token
+// is window-clamped ([lo, hi) below) and its tiles are cut into splits of tiles_per_split tiles
 // (fixed at plan time from static shapes only, so results do not depend on attention_metadata);
 // each split writes unnormalized fp32 partial outputs with their running max and sum, and
 // decode_merge_kernel combines them. With one split slot the CTA writes the output directly (same
@@ -77,8 +77,8 @@ __host__ __device__ inline int decode_dmax(int head_size) {
 }
 // Dynamic shared memory of the main kernel: Q, the admitted-row flags, then the K/V stage ring,
 // every row DMAX channels wide (plus a pad that staggers rows across banks).
-__host__ __device__ inline int decode_q_row_elems(int dmax) { return dmax + 8; }
-__host__ __device__ inline int decode_kv_row_bytes(int dmax, int cache_elem_bytes) {
+__host__ __device__ constexpr int decode_q_row_elems(int dmax) { return dmax + 8; }
+__host__ __device__ constexpr int decode_kv_row_bytes(int dmax, int cache_elem_bytes) {
   return dmax * cache_elem_bytes + kDecodeRowPadBytes;
 }
 __host__ __device__ inline int decode_smem_bytes(int head_size, int cache_elem_bytes) {
@@ -267,10 +267,10 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   const int group_id = lane / 4, col = (lane % 4) * 2;  // mma fragment coordinates
 
   T *q_smem = reinterpret_cast<T *>(smem);
-  constexpr int q_stride = DMAX + 8;  // decode_q_row_elems
+  constexpr int q_stride = decode_q_row_elems(DMAX);
   unsigned char *admitted = smem + kDecodeHeadsPerCta * q_stride * sizeof(T);
   unsigned char *stages = admitted + kDecodeStages * kDecodeTileKeys;
-  constexpr int row_bytes = DMAX * (int)sizeof(C) + kDecodeRowPadBytes;  // decode_kv_row_bytes
+  constexpr int row_bytes = decode_kv_row_bytes(DMAX, (int)sizeof(C));
   constexpr int stage_bytes = 2 * kDecodeTileKeys * row_bytes;
 
   // Q of the chunk's heads into shared memory, with a per-channel k_scale folded in; rows beyond
@@ -328,7 +328,6 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   const int chunk = tid % kChunks, run = tid / kChunks;
   const bool real_chunk = chunk * 16 < head_size * (int)sizeof(C);
   const int64_t slot_bytes = (int64_t)P.kv.kv_num_heads * head_size * sizeof(C);
-  const int64_t run_offset = ((int64_t)kv_head * head_size * sizeof(C)) + chunk * 16;
   const int32_t *table_row = P.block_table + (int64_t)range.seq * P.kv.max_blocks_per_seq;
   const unsigned char *k_base = reinterpret_cast<const unsigned char *>(P.k_cache);
   const unsigned char *v_base = reinterpret_cast<const unsigned char *>(P.v_cache);
@@ -352,10 +351,12 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     const int64_t key0 = run_first_key(tile);
     const int first_valid = (int)max((int64_t)0, min((int64_t)kRunRows, range.lo - key0));
     const int end_valid = (int)max((int64_t)0, min((int64_t)kRunRows, range.hi - key0));
-    const uint32_t valid = block_id >= 0 ? ((1u << end_valid) - 1u) & ~((1u << first_valid) - 1u) : 0u;
-    const int64_t offset = block_id >= 0 ? ((int64_t)block_id << P.kv.block_shift) * slot_bytes +
-                                               (key0 & (P.kv.block_size - 1)) * slot_bytes + run_offset
-                                         : 0;
+    const uint32_t valid =
+        block_id >= 0 ? ((1u << end_valid) - 1u) & ~((1u << first_valid) - 1u) : 0u;
+    const int64_t offset =
+        block_id >= 0
+            ? kv_row_offset(P.kv, block_id, key0, kv_head) * (int64_t)sizeof(C) + chunk * 16
+            : 0;
     const unsigned char *k_src = k_base + offset, *v_src = v_base + offset;
 #pragma unroll
     for (int i = 0; i < kRunRows; i++) {
@@ -382,8 +383,8 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   const float softcap = P.softcap;
   const float score_to_log2 = qk_scale * kLog2e;
 
-  // Prologue of the pipeline; next_entry always holds the block-table entry of the next tile to issue, looked
-  // up one tile early so the issue never waits for the block table.
+  // Prologue of the pipeline; next_entry always holds the block-table entry of the next tile to
+  // issue, looked up one tile early so the issue never waits for the block table.
   int32_t next_entry = run_block_entry(tile_begin);
 #pragma unroll
   for (int s = 0; s < kDecodeStages - 1; s++) {
@@ -409,7 +410,8 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     cp_async_commit();
 
     const int stage = tile % kDecodeStages;
-    const unsigned char *k_tile = stages + stage * stage_bytes + warp * kDecodeKeysPerWarp * row_bytes;
+    const unsigned char *k_tile =
+        stages + stage * stage_bytes + warp * kDecodeKeysPerWarp * row_bytes;
     const warp_fragments<T, C> k_frags = {k_tile, row_bytes, lane};
     const warp_fragments<T, C> v_frags = {k_tile + kDecodeTileKeys * row_bytes, row_bytes, lane};
     const unsigned char *tile_admitted =
