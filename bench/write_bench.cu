@@ -18,7 +18,9 @@
 // The caches and the staged Q of one launch are checked against the reference executor's prologue
 // on host copies before timing.
 //
-// Usage: pa_bench_write [--quick]
+// Usage: pa_bench_write [--quick] [--only TEXT]
+//   --only TEXT  only the rows whose label ("8192 fp16 unstaged", "256 int8 staged", ...)
+//                contains TEXT (e.g. for a profiler)
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
@@ -28,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "host_numeric.h"
@@ -469,8 +472,25 @@ void run_case(const shape &s, double copy_bw, int reps, int warmup, size_t l2_by
 
 }  // namespace
 
+// The label --only matches: tokens, cache type, whether Q is staged.
+std::string label_of(const shape &s) {
+  return std::to_string(s.tokens) + (s.cache == PA_DTYPE_INT8 ? " int8" : " fp16") +
+         (s.rotary ? " staged" : " unstaged");
+}
+
 int main(int argc, char **argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false;
+  const char *only = nullptr;
+  for (int i = 1; i < argc; i++) {
+    if (!std::strcmp(argv[i], "--quick")) {
+      quick = true;
+    } else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) {
+      only = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: %s [--quick] [--only TEXT]\n", argv[0]);
+      return 2;
+    }
+  }
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::fprintf(stderr, "pa_bench_write: no CUDA device\n");
@@ -501,7 +521,9 @@ int main(int argc, char **argv) {
       {8192, 4, 0, false, PA_DTYPE_FLOAT16},   {8192, 4, 0, true, PA_DTYPE_FLOAT16},
       {8192, 4, 0, false, PA_DTYPE_INT8},      {8192, 4, 0, true, PA_DTYPE_INT8},
   };
-  for (const shape &s : shapes) run_case(s, copy_bw, reps, warmup, size_t(l2), stream);
+  for (const shape &s : shapes)
+    if (!only || label_of(s).find(only) != std::string::npos)
+      run_case(s, copy_bw, reps, warmup, size_t(l2), stream);
   std::printf("target: >= 80 %% of copy at 8192 tokens\n");
   CHECK_CUDA(cudaStreamDestroy(stream));
   return 0;
