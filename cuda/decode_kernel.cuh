@@ -571,7 +571,12 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) decode_kernel(const decode_
 }
 
 constexpr int kMergeThreads = 128;
-constexpr int kMergeChannelsPerThread = 256 / kMergeThreads;  // head sizes up to 256
+constexpr int kMergeWarps = kMergeThreads / 32;
+// A lane holds 4 channels of every 128 (one float4): head sizes up to 256 take two.
+constexpr int kMergeVecsPerLane = 256 / 128;
+// Split rows a warp loads before it adds any: the loads of one round are independent, so a long
+// sequence's dozens of splits cost a few L2 round trips instead of one each.
+constexpr int kMergeRowsInFlight = 8;
 
 // Deterministic block-wide reductions of kMergeThreads values (a fixed shuffle-then-warp tree).
 template <typename Op>
@@ -583,26 +588,24 @@ __device__ __forceinline__ float merge_block_reduce(float x, float *scratch, Op 
   __syncthreads();
   x = scratch[0];
 #pragma unroll
-  for (int w = 1; w < kMergeThreads / 32; w++) x = op(x, scratch[w]);
+  for (int w = 1; w < kMergeWarps; w++) x = op(x, scratch[w]);
   return x;
 }
 
-// Combines the items of one (token, head); items with no admitted key are skipped, so the result
-// does not depend on how many split slots the launch had. The threads share the splits for the
-// merged max and sum, then each channel adds its partials in split order with weights staged
-// kMergeThreads splits at a time in shared memory (the partial loads of a channel stay independent
-// of each other, so many are in flight: a long sequence has dozens of splits).
+// Combines the items of one (token, head). Items with no admitted key are skipped and split s is
+// always added by warp s % kMergeWarps, in split order, the warps' sums then in warp order: the
+// result does not depend on how many split slots the launch had (bounds absent, tight or loose).
 template <typename T>
 __global__ void __launch_bounds__(kMergeThreads)
     decode_merge_kernel(const decode_params P, int is_quantized_cache) {
   wait_for_previous_kernel();
-  __shared__ float scratch[kMergeThreads / 32];
-  __shared__ float weights[kMergeThreads];  // < 0: the split is empty
+  __shared__ float scratch[kMergeWarps];
+  __shared__ float4 warp_sums[kMergeWarps][32 * kMergeVecsPerLane];
   const int64_t token = blockIdx.x;
   const int head = blockIdx.y;
   const int head_size = P.kv.head_size;
   const int kv_head = head / P.group_size;
-  const int tid = threadIdx.x;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   int64_t first = token * P.num_split_slots;
   int count = P.num_split_slots;
   if (P.item_begin) {
@@ -623,41 +626,56 @@ __global__ void __launch_bounds__(kMergeThreads)
   }
   l = merge_block_reduce(l, scratch, [](float a, float b) { return a + b; });
 
-  float o[kMergeChannelsPerThread] = {};
-  const float *partial = P.partial_out + (first * P.num_heads + head) * head_size;
-  const int64_t split_stride = (int64_t)P.num_heads * head_size;
-  for (int chunk = 0; chunk < count; chunk += kMergeThreads) {
-    const int s = chunk + tid;
-    float w = -1.0f;
-    if (s < count) {
-      float2 x = ml[(int64_t)s * P.num_heads];
-      if (x.y > 0.0f) w = softmax_rescale(x.x, m);
-    }
-    __syncthreads();  // the previous chunk's weights have been read
-    weights[tid] = w;
-    __syncthreads();
-    const int n = min(kMergeThreads, count - chunk);
-#pragma unroll 8
-    for (int j = 0; j < n; j++) {
-      const float wj = weights[j];
-      if (wj < 0.0f) continue;
-      const float *row = partial + (int64_t)(chunk + j) * split_stride;
+  // Rows of empty splits are loaded too (they lie inside the workspace, unwritten) and then not
+  // added: no load waits on the split's weight.
+  const float4 *partial =
+      reinterpret_cast<const float4 *>(P.partial_out + (first * P.num_heads + head) * head_size);
+  const int64_t split_stride = (int64_t)P.num_heads * head_size / 4;
+  const int vecs = head_size / 4;
+  float4 sum[kMergeVecsPerLane];
 #pragma unroll
-      for (int k = 0; k < kMergeChannelsPerThread; k++) {
-        const int c = tid + k * kMergeThreads;
-        if (c < head_size) o[k] += row[c] * wj;
+  for (int k = 0; k < kMergeVecsPerLane; k++) sum[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  for (int round = warp; round < count; round += kMergeWarps * kMergeRowsInFlight) {
+    float weight[kMergeRowsInFlight];
+    float4 row[kMergeRowsInFlight][kMergeVecsPerLane];
+#pragma unroll
+    for (int r = 0; r < kMergeRowsInFlight; r++) {
+      const int s = round + r * kMergeWarps;
+      const float2 x = s < count ? ml[(int64_t)s * P.num_heads] : make_float2(0.0f, 0.0f);
+#pragma unroll
+      for (int k = 0; k < kMergeVecsPerLane; k++) {
+        const int v = lane + 32 * k;
+        row[r][k] = s < count && v < vecs ? partial[s * split_stride + v]
+                                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+      weight[r] = x.y > 0.0f ? softmax_rescale(x.x, m) : -1.0f;  // < 0: the split is empty
+    }
+#pragma unroll
+    for (int r = 0; r < kMergeRowsInFlight; r++) {
+      if (weight[r] < 0.0f) continue;
+#pragma unroll
+      for (int k = 0; k < kMergeVecsPerLane; k++) {
+        sum[k].x += row[r][k].x * weight[r];
+        sum[k].y += row[r][k].y * weight[r];
+        sum[k].z += row[r][k].z * weight[r];
+        sum[k].w += row[r][k].w * weight[r];
       }
     }
   }
-  const float sink = sink_log2(P, head, dtype_of<T>::value == PA_DTYPE_BFLOAT16);
 #pragma unroll
-  for (int k = 0; k < kMergeChannelsPerThread; k++) {
-    const int c = tid + k * kMergeThreads;
-    if (c >= head_size) continue;
-    float v_scale_c =
+  for (int k = 0; k < kMergeVecsPerLane; k++) warp_sums[warp][lane + 32 * k] = sum[k];
+  __syncthreads();
+
+  const float sink = sink_log2(P, head, dtype_of<T>::value == PA_DTYPE_BFLOAT16);
+  T *out = reinterpret_cast<T *>(P.output) + (token * P.num_heads + head) * head_size;
+  for (int c = tid; c < head_size; c += kMergeThreads) {
+    const float *first_warp = reinterpret_cast<const float *>(warp_sums[0]);
+    float o = first_warp[c];
+#pragma unroll
+    for (int w = 1; w < kMergeWarps; w++) o += reinterpret_cast<const float *>(warp_sums[w])[c];
+    const float v_scale_c =
         is_quantized_cache ? cache_scale(P.v_scale, P.v_quant, kv_head, head_size, c) : 1.0f;
-    reinterpret_cast<T *>(P.output)[(token * P.num_heads + head) * head_size + c] =
-        from_float<T>(finalize_output(m, l, o[k], sink, v_scale_c));
+    out[c] = from_float<T>(finalize_output(m, l, o, sink, v_scale_c));
   }
 }
 
