@@ -143,7 +143,10 @@ __global__ void __launch_bounds__(kPrologueThreads, prologue_min_ctas_per_sm<C>(
        first_row += (int64_t)gridDim.x * groups_per_cta) {
     const int64_t row = first_row + group;
     bool active = row < prm.total_rows;
-    const int64_t t = active ? row / prm.rows_per_token : 0;
+    // 32-bit division where the row index allows it: a 64-bit one is a long instruction sequence
+    const int64_t t = !active                ? 0
+                      : row <= INT32_MAX ? (int64_t)((uint32_t)row / (uint32_t)prm.rows_per_token)
+                                         : row / prm.rows_per_token;
     const int row_in_token = active ? (int)(row - t * prm.rows_per_token) : 0;
     prologue_row_kind kind = ROW_Q;
     int head = row_in_token;
