@@ -121,11 +121,24 @@ extern "C" pa_status pa__prologue_run(const pa_plan *plan, const pa__io *io, pa_
     return pa__fail(PA_ERROR_NOT_SUPPORTED, "prologue: head_size %d exceeds %d channels",
                     p.head_size, 8 * 32 * kPrologueMaxChunksPerLane);
 
+  // RoPE in registers (prologue_params::rotary_in_lane) when every chunk is wholly inside or
+  // outside [offset, offset + rotary_dim) and a half-split chunk's partner, rotary_dim / 16 chunks
+  // on, is in the same lane. A chunk's cos / sin (8 pairs at r0 = chunk * 8 - offset half-split, 4
+  // at r0 / 2 interleaved) are then one 16- or 8-byte vector at a multiple of its size in a row,
+  // and rows (rotary_dim / 2 elements) are multiples of 16 bytes: the tables' own alignment
+  // decides. Unaligned tables take the shared-memory path, which reads them by element.
+  const uintptr_t table_vector_bytes = p.rotary_interleaved ? 8 : 16;
+  prm.rotary_in_lane = p.do_rotary && p.rotary_offset % 8 == 0 && p.rotary_dim % 16 == 0 &&
+                       (p.rotary_interleaved || (p.rotary_dim / 16) % prm.lanes_per_row == 0) &&
+                       (uintptr_t)io->cos_cache % table_vector_bytes == 0 &&
+                       (uintptr_t)io->sin_cache % table_vector_bytes == 0;
+
   const int64_t groups_per_cta = kPrologueThreads / prm.lanes_per_row;
   const int64_t ctas = (prm.total_rows + groups_per_cta - 1) / groups_per_cta;
   const unsigned grid = (unsigned)(ctas < (1 << 30) ? ctas : (1 << 30));  // the kernel loops
+  const bool rotary_in_shared = p.do_rotary && !prm.rotary_in_lane;
   const size_t shared_bytes =
-      p.do_rotary ? (size_t)kPrologueThreads * prm.chunks_per_lane * 8 * sizeof(float) : 0;
+      rotary_in_shared ? (size_t)kPrologueThreads * prm.chunks_per_lane * 8 * sizeof(float) : 0;
 
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
   cudaError_t err =

@@ -41,6 +41,10 @@ struct prologue_params {
   int32_t has_qk_norm;
   float qk_norm_epsilon;
   int32_t do_rotary, rotary_interleaved, rotary_dim, rotary_offset;
+  // RoPE in registers, without shared memory: every chunk lies wholly inside or outside the
+  // rotated range, a channel's partner is in the same lane (in its chunk, or half-split: the lane's
+  // chunk k + (rotary_dim / 16) / lanes_per_row) and a chunk's cos / sin are one aligned vector
+  int32_t rotary_in_lane;
   pa_quant_type k_quant, v_quant;
   int32_t lanes_per_row, lanes_log2;  // a power of two <= 32
   int32_t chunks_per_lane;            // <= kPrologueMaxChunksPerLane

@@ -3,6 +3,8 @@
 // translation units only, which instantiate launch_prologue<T, C>.
 #pragma once
 
+#include <type_traits>
+
 #include "numeric.cuh"
 #include "prologue.cuh"
 
@@ -78,14 +80,47 @@ __device__ __forceinline__ float rope(bool own_is_x1, float own, float partner, 
                    : __fadd_rn(__fmul_rn(own, cos_v), __fmul_rn(partner, sin_v));
 }
 
+// cos (or sin) of pairs [pair0, pair0 + N) of a table row in fp32, with one 16-byte (N = 8) or
+// 8-byte (N = 4) load: the host checked the alignment (prologue_params::rotary_in_lane).
+template <typename T, int N>
+__device__ __forceinline__ void load_pairs(const T *table_row, int pair0, float (&v)[N]) {
+  using vec = std::conditional_t<N * sizeof(T) == sizeof(uint4), uint4, uint2>;
+  static_assert(N * sizeof(T) == sizeof(vec), "one vector per table and chunk");
+  const vec raw = __ldg(reinterpret_cast<const vec *>(table_row + pair0));
+  const T *e = reinterpret_cast<const T *>(&raw);
+#pragma unroll
+  for (int i = 0; i < N; i++) v[i] = to_float(e[i]);
+}
+
+// In-register RoPE of an interleaved chunk: its 4 pairs (channels 2j, 2j + 1) use cos[j], sin[j].
+__device__ __forceinline__ void rotate_interleaved(const float (&cos_v)[4], const float (&sin_v)[4],
+                                                   float (&x)[8]) {
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    const float x1 = x[2 * j], x2 = x[2 * j + 1];
+    x[2 * j] = rope(true, x1, x2, cos_v[j], sin_v[j]);
+    x[2 * j + 1] = rope(false, x2, x1, cos_v[j], sin_v[j]);
+  }
+}
+
+// In-register RoPE of a half-split x1 chunk and its x2 chunk (channel i of each is pair i).
+__device__ __forceinline__ void rotate_half_split(const float (&cos_v)[8], const float (&sin_v)[8],
+                                                  float (&x1)[8], float (&x2)[8]) {
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    const float a = x1[i], b = x2[i];
+    x1[i] = rope(true, a, b, cos_v[i], sin_v[i]);
+    x2[i] = rope(false, b, a, cos_v[i], sin_v[i]);
+  }
+}
+
 // The 8 channels of `chunk` after RoPE, from the row in shared memory (fp32, after QK-Norm).
 template <typename T>
 __device__ __forceinline__ void rotate_chunk(const prologue_params &prm, const rotary_scratch &row,
-                                             int chunk, int64_t position, float (&x)[8]) {
+                                             int chunk, const T *cos_row, const T *sin_row,
+                                             float (&x)[8]) {
   const int c0 = chunk * 8, r0 = c0 - prm.rotary_offset, R = prm.rotary_dim, half = R >> 1;
   const bool interleaved = prm.rotary_interleaved;
-  const T *cos_row = static_cast<const T *>(prm.cos_cache) + position * half;
-  const T *sin_row = static_cast<const T *>(prm.sin_cache) + position * half;
   // Usually the chunk lies inside the rotated range as 4 whole pairs (interleaved) or as x1 (or x2)
   // of 8 consecutive pairs (half-split): pair and partner then follow channel 0's, which saves
   // most of the per-channel index arithmetic.
@@ -118,17 +153,20 @@ __device__ __forceinline__ void rotate_chunk(const prologue_params &prm, const r
 }
 
 // Resident CTAs per SM the kernel's registers are held to: 5 (<= 48 registers) for a T cache, 4
-// (<= 64) when quantizing, which needs more; without the bound the 8-bit variants took 78.
-template <typename C>
+// (<= 64) when quantizing, which needs more; without the bound the 8-bit variants took 78. RoPE in
+// registers (kRotaryInLane) holds a half-split pair's two chunks, their QK-Norm weights and cos /
+// sin at once: one CTA less (<= 64 and <= 80 registers), since at 48 and 64 it spilled.
+template <typename C, bool kRotaryInLane>
 constexpr int prologue_min_ctas_per_sm() {
-  return is_quantized<C>::value ? 4 : 5;
+  return (is_quantized<C>::value ? 4 : 5) - (kRotaryInLane ? 1 : 0);
 }
 
 // Every lane of a warp runs every iteration (the shuffles and __syncwarp need the whole warp); a
 // lane without work (row past the end, token of no sequence, slot not written, chunk past the row)
-// just does not load or store.
-template <typename T, typename C>
-__global__ void __launch_bounds__(kPrologueThreads, prologue_min_ctas_per_sm<C>())
+// just does not load or store. kRotaryInLane: prm.rotary_in_lane (RoPE in registers), a separate
+// instantiation so that the shared-memory path keeps its registers.
+template <typename T, typename C, bool kRotaryInLane>
+__global__ void __launch_bounds__(kPrologueThreads, prologue_min_ctas_per_sm<C, kRotaryInLane>())
     prologue_kernel(const prologue_params prm) {
   extern __shared__ float rotary_rows[];  // the rows being rotated, in fp32 (rotary_scratch)
   const int L = prm.lanes_per_row;
@@ -238,8 +276,8 @@ __global__ void __launch_bounds__(kPrologueThreads, prologue_min_ctas_per_sm<C>(
     const T *norm_weight =
         static_cast<const T *>(kind == ROW_Q ? prm.q_norm_weight : prm.k_norm_weight);
 
-    // only rows that rotate go through shared memory; V rows and out-of-table positions store
-    // directly
+    // Rows that rotate go through shared memory, or stay in registers (kRotaryInLane); V rows and
+    // out-of-table positions store directly.
     const bool rotate = active && prm.do_rotary && transformed && position >= 0 &&
                         position < prm.rotary_max_positions;
 
@@ -252,20 +290,56 @@ __global__ void __launch_bounds__(kPrologueThreads, prologue_min_ctas_per_sm<C>(
                            chunk * 8);
       }
     };
-
-#pragma unroll
-    for (int k = 0; k < kPrologueMaxChunksPerLane; k++) {
-      const int chunk = lane_in_row + k * L;
-      if (k >= prm.chunks_per_lane || chunk >= chunks) continue;
-      float x[8];
-      unpack8<T>(raw[k], x);
+    // the chunk's 8 channels in fp32, after QK-Norm
+    auto load_chunk = [&](const uint4 &chunk_raw, int chunk, float(&x)[8]) {
+      unpack8<T>(chunk_raw, x);
       if (normalize) {
         float w[8];
         unpack8<T>(__ldg(reinterpret_cast<const uint4 *>(norm_weight + chunk * 8)), w);
 #pragma unroll
         for (int i = 0; i < 8; i++) x[i] = __fmul_rn(__fmul_rn(x[i], inv_rms), w[i]);
       }
-      if (rotate) {
+    };
+
+    const int half = prm.rotary_dim >> 1;
+    const T *cos_row = static_cast<const T *>(prm.cos_cache) + position * half;
+    const T *sin_row = static_cast<const T *>(prm.sin_cache) + position * half;
+#pragma unroll
+    for (int k = 0; k < kPrologueMaxChunksPerLane; k++) {
+      const int chunk = lane_in_row + k * L;
+      if (k >= prm.chunks_per_lane || chunk >= chunks) continue;
+      float x[8];
+      const int r0 = chunk * 8 - prm.rotary_offset;
+      if (kRotaryInLane && rotate && r0 >= 0 && r0 < prm.rotary_dim) {
+        // 3. RoPE in registers: an interleaved chunk holds its 4 pairs; a half-split x1 chunk's x2
+        // chunk (half / 8 chunks on) is this lane's k + pair_step and is written with it
+        if (prm.rotary_interleaved) {
+          float cos_v[4], sin_v[4];
+          load_pairs<T>(cos_row, r0 >> 1, cos_v);
+          load_pairs<T>(sin_row, r0 >> 1, sin_v);
+          load_chunk(raw[k], chunk, x);
+          rotate_interleaved(cos_v, sin_v, x);
+          write_chunk(chunk, x);
+        } else if (r0 < half) {
+          // raw[k + pair_step] by selects over constant indices, which keeps raw[] in registers
+          const int pair_step = (half >> 3) >> prm.lanes_log2;
+          uint4 partner_raw = raw[k];
+#pragma unroll
+          for (int j = k + 1; j < kPrologueMaxChunksPerLane; j++)
+            if (j - k == pair_step) partner_raw = raw[j];
+          float cos_v[8], sin_v[8], x2[8];
+          load_pairs<T>(cos_row, r0, cos_v);
+          load_pairs<T>(sin_row, r0, sin_v);
+          load_chunk(raw[k], chunk, x);
+          load_chunk(partner_raw, chunk + (half >> 3), x2);
+          rotate_half_split(cos_v, sin_v, x, x2);
+          write_chunk(chunk, x);
+          write_chunk(chunk + (half >> 3), x2);
+        }
+        continue;
+      }
+      load_chunk(raw[k], chunk, x);
+      if (!kRotaryInLane && rotate) {
 #pragma unroll
         for (int i = 0; i < 8; i++)
           row_scratch.slot(k * 8 + i, threadIdx.x) = x[i];  // at(chunk*8+i)
@@ -274,15 +348,16 @@ __global__ void __launch_bounds__(kPrologueThreads, prologue_min_ctas_per_sm<C>(
       }
     }
 
-    // 3. RoPE, once the whole row is in shared memory (partners may sit in other lanes' chunks)
-    if (prm.do_rotary) {
+    // 3. RoPE through shared memory, once the whole row is there (partners may sit in other lanes'
+    // chunks)
+    if (!kRotaryInLane && prm.do_rotary) {
       __syncwarp();
 #pragma unroll 1
       for (int k = 0; k < kPrologueMaxChunksPerLane; k++) {
         const int chunk = lane_in_row + k * L;
         if (!rotate || k >= prm.chunks_per_lane || chunk >= chunks) continue;
         float x[8];
-        rotate_chunk<T>(prm, row_scratch, chunk, position, x);
+        rotate_chunk<T>(prm, row_scratch, chunk, cos_row, sin_row, x);
         write_chunk(chunk, x);
       }
       __syncwarp();  // the next iteration overwrites the scratch row
@@ -293,7 +368,10 @@ __global__ void __launch_bounds__(kPrologueThreads, prologue_min_ctas_per_sm<C>(
 template <typename T, typename C>
 cudaError_t launch_prologue(const prologue_params &params, unsigned grid, size_t shared_bytes,
                             cudaStream_t stream) {
-  prologue_kernel<T, C><<<grid, kPrologueThreads, shared_bytes, stream>>>(params);
+  if (params.rotary_in_lane)
+    prologue_kernel<T, C, true><<<grid, kPrologueThreads, shared_bytes, stream>>>(params);
+  else
+    prologue_kernel<T, C, false><<<grid, kPrologueThreads, shared_bytes, stream>>>(params);
   return cudaGetLastError();
 }
 
