@@ -12,8 +12,9 @@ namespace pa {
 namespace detail {
 
 constexpr int kPrologueThreads = 256;
-// A lane covers at most this many 16-byte chunks of a head row: head_size 576 (LATENT) over 32
-// lanes; rows up to 256 channels take at most 2.
+// A lane covers at most this many 16-byte chunks of a head row: the host picks the fewest lanes
+// per row that keep within it (4 chunks each for head sizes 64, 128 and 256; 3 for 576 over 32
+// lanes), so every lane has several loads in flight.
 constexpr int kPrologueMaxChunksPerLane = 4;
 
 // One launch over every (token, head row) of the step. A row is one Q head (when Q is staged), one
