@@ -50,7 +50,11 @@ PY
         --set full -f -o /tmp/pa-profile build-gpu/bench/pa_bench_decode --only "$only" --block 16 \
         >/dev/null 2>&1
       { echo "== $only"; ncu --import /tmp/pa-profile.ncu-rep --page details 2>&1 |
-        grep -E "Duration|DRAM Throughput|Issue Slots Busy|Executed Instructions  |Registers Per|Grid Size|Waves Per SM|Achieved Active Warps|Eligible Warps|Warp Cycles Per Issued|L2 Hit Rate"; } >>"$out/profile.txt"
+        grep -E "Duration|DRAM Throughput|Issue Slots Busy|Executed Instructions  |Registers Per|Grid Size|Waves Per SM|Achieved Active Warps|Eligible Warps|Warp Cycles Per Issued|L2 Hit Rate|stalled"
+        echo "  top stall reasons (warps stalled per issued instruction):"
+        ncu --import /tmp/pa-profile.ncu-rep --page raw 2>&1 |
+          grep -E "smsp__average_warps_issue_stalled_[a-z_]+_per_issue_active.ratio" |
+          awk '{print $NF, $1}' | sort -g -r | head -6 | sed 's/^/    /'; } >>"$out/profile.txt"
     done
     summary+=("profile: $(grep -c '^==' "$out/profile.txt") shape(s) in profile.txt") ;;
   esac
