@@ -312,16 +312,15 @@ pa_status decode_run(const pa_plan *plan, const pa__io *io, pa__stream stream) {
   cudaStream_t st = (cudaStream_t)stream;
   cudaError_t err = cudaSuccess;
   if (s->work_list)
-    err = launch_decode_kernel(decode_schedule_kernel, dim3(1), kScheduleThreads, 0, st,
-                               s->chained, P);
+    err = launch_chained(decode_schedule_kernel, dim3(1), kScheduleThreads, 0, st, s->chained, P);
   if (err == cudaSuccess) err = s->variant.launch(P, s->grid, s->smem_bytes, st, s->chained);
   if (err == cudaSuccess && s->num_split_slots > 1) {
     void (*merge)(const decode_params, int) = p->dtype == PA_DTYPE_BFLOAT16
                                                   ? decode_merge_kernel<__nv_bfloat16>
                                                   : decode_merge_kernel<__half>;
     const int quantized = pa_dtype_size(p->k_cache_dtype) == 1;
-    err = launch_decode_kernel(merge, dim3((unsigned)p->token_count, (unsigned)p->num_heads),
-                               kMergeThreads, 0, st, s->chained, P, quantized);
+    err = launch_chained(merge, dim3((unsigned)p->token_count, (unsigned)p->num_heads),
+                         kMergeThreads, 0, st, s->chained, P, quantized);
   }
   if (err != cudaSuccess)
     return pa__fail(PA_ERROR_CUDA, "DECODE: kernel launch failed: %s", cudaGetErrorString(err));

@@ -27,6 +27,7 @@
 
 #include <cuda_runtime.h>
 
+#include "chained_launch.cuh"
 #include "kv_access.cuh"
 #include "numeric.cuh"
 
@@ -103,17 +104,6 @@ __device__ __forceinline__ void cp_async_commit() {
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-// Programmatic dependent launch (sm_90 and newer; a no-op before): DECODE's kernels are launched
-// so that each may start while the previous kernel of the stream finishes. Each first waits until
-// that kernel has completed and its writes are visible, then lets the next one start launching,
-// which hides most of the launch gap between the 3 to 4 kernels of a step.
-__device__ __forceinline__ void wait_for_previous_kernel() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
 }
 
 // Four 8x8 matrices of 16-bit elements; lane l gives the address of row l % 8 of matrix l / 8.
@@ -688,25 +678,6 @@ template <typename T, typename C, int DMAX>
 cudaError_t decode_launch(const decode_params &P, dim3 grid, int smem_bytes, cudaStream_t stream,
                           bool chained);
 
-// Launches kernel(args) on stream; chained: allowed to start before the previous kernel of the
-// stream has finished (the kernel calls wait_for_previous_kernel first; sm_90 and newer).
-template <typename... Params, typename... Args>
-cudaError_t launch_decode_kernel(void (*kernel)(Params...), dim3 grid, int threads,
-                                 size_t smem_bytes, cudaStream_t stream, bool chained,
-                                 Args... args) {
-  cudaLaunchAttribute attribute;
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = dim3((unsigned)threads);
-  config.dynamicSmemBytes = smem_bytes;
-  config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = chained ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, args...);
-}
-
 #define PA_DECODE_INSTANTIATE(T, C, DMAX)                                                        \
   template <>                                                                                    \
   cudaError_t decode_set_smem<T, C, DMAX>(int smem_bytes) {                                      \
@@ -721,8 +692,8 @@ cudaError_t launch_decode_kernel(void (*kernel)(Params...), dim3 grid, int threa
   template <>                                                                                    \
   cudaError_t decode_launch<T, C, DMAX>(const decode_params &P, dim3 grid, int smem_bytes,       \
                                         cudaStream_t stream, bool chained) {                     \
-    return launch_decode_kernel(decode_kernel<T, C, DMAX>, grid, kDecodeThreads,                 \
-                                (size_t)smem_bytes, stream, chained, P);                         \
+    return launch_chained(decode_kernel<T, C, DMAX>, grid, kDecodeThreads, (size_t)smem_bytes, \
+                          stream, chained, P);                                                   \
   }
 
 }  // namespace detail

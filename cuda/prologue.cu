@@ -37,16 +37,16 @@ pa_status check_alignment(const pa__problem &p, const pa__io &io) {
 
 template <typename T>
 cudaError_t launch_for_cache(pa_dtype cache_dtype, const prologue_params &prm, unsigned grid,
-                             size_t shared_bytes, cudaStream_t stream) {
+                             size_t shared_bytes, cudaStream_t stream, bool chained) {
   switch (cache_dtype) {
     case PA_DTYPE_INT8:
-      return launch_prologue<T, int8_t>(prm, grid, shared_bytes, stream);
+      return launch_prologue<T, int8_t>(prm, grid, shared_bytes, stream, chained);
 #if PA_FP8_KV_CACHE
     case PA_DTYPE_FLOAT8_E4M3FN:
-      return launch_prologue<T, fp8_e4m3>(prm, grid, shared_bytes, stream);
+      return launch_prologue<T, fp8_e4m3>(prm, grid, shared_bytes, stream, chained);
 #endif
     default:
-      return launch_prologue<T, T>(prm, grid, shared_bytes, stream);
+      return launch_prologue<T, T>(prm, grid, shared_bytes, stream, chained);
   }
 }
 
@@ -141,10 +141,10 @@ extern "C" pa_status pa__prologue_run(const pa_plan *plan, const pa__io *io, pa_
       rotary_in_shared ? (size_t)kPrologueThreads * prm.chunks_per_lane * 8 * sizeof(float) : 0;
 
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
-  cudaError_t err =
-      p.dtype == PA_DTYPE_BFLOAT16
-          ? launch_for_cache<__nv_bfloat16>(p.k_cache_dtype, prm, grid, shared_bytes, s)
-          : launch_for_cache<__half>(p.k_cache_dtype, prm, grid, shared_bytes, s);
+  const bool chained = plan->caps.compute_capability_major >= 9;
+  auto launch = p.dtype == PA_DTYPE_BFLOAT16 ? launch_for_cache<__nv_bfloat16>
+                                             : launch_for_cache<__half>;
+  cudaError_t err = launch(p.k_cache_dtype, prm, grid, shared_bytes, s, chained);
   if (err != cudaSuccess)
     return pa__fail(PA_ERROR_CUDA, "prologue: kernel launch failed: %s", cudaGetErrorString(err));
   return PA_SUCCESS;

@@ -51,10 +51,11 @@ struct prologue_params {
   int32_t chunks_per_lane;            // <= kPrologueMaxChunksPerLane
 };
 
-// Launches the prologue for activation type T and cache element type C (T, int8_t, fp8_e4m3).
+// Launches the prologue for activation type T and cache element type C (T, int8_t, fp8_e4m3);
+// chained: programmatic dependent launch (chained_launch.cuh; compute capability 9.0 and newer).
 template <typename T, typename C>
 cudaError_t launch_prologue(const prologue_params &params, unsigned grid, size_t shared_bytes,
-                            cudaStream_t stream);
+                            cudaStream_t stream, bool chained);
 
 }  // namespace detail
 }  // namespace pa

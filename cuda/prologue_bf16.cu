@@ -5,13 +5,10 @@
 namespace pa {
 namespace detail {
 
-template cudaError_t launch_prologue<__nv_bfloat16, __nv_bfloat16>(const prologue_params &,
-                                                                   unsigned, size_t, cudaStream_t);
-template cudaError_t launch_prologue<__nv_bfloat16, int8_t>(const prologue_params &, unsigned,
-                                                            size_t, cudaStream_t);
+PA_PROLOGUE_INSTANTIATE(__nv_bfloat16, __nv_bfloat16);
+PA_PROLOGUE_INSTANTIATE(__nv_bfloat16, int8_t);
 #if PA_FP8_KV_CACHE
-template cudaError_t launch_prologue<__nv_bfloat16, fp8_e4m3>(const prologue_params &, unsigned,
-                                                              size_t, cudaStream_t);
+PA_PROLOGUE_INSTANTIATE(__nv_bfloat16, fp8_e4m3);
 #endif
 
 }  // namespace detail

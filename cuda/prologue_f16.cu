@@ -5,13 +5,10 @@
 namespace pa {
 namespace detail {
 
-template cudaError_t launch_prologue<__half, __half>(const prologue_params &, unsigned, size_t,
-                                                     cudaStream_t);
-template cudaError_t launch_prologue<__half, int8_t>(const prologue_params &, unsigned, size_t,
-                                                     cudaStream_t);
+PA_PROLOGUE_INSTANTIATE(__half, __half);
+PA_PROLOGUE_INSTANTIATE(__half, int8_t);
 #if PA_FP8_KV_CACHE
-template cudaError_t launch_prologue<__half, fp8_e4m3>(const prologue_params &, unsigned, size_t,
-                                                       cudaStream_t);
+PA_PROLOGUE_INSTANTIATE(__half, fp8_e4m3);
 #endif
 
 }  // namespace detail

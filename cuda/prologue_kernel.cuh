@@ -5,6 +5,7 @@
 
 #include <type_traits>
 
+#include "chained_launch.cuh"
 #include "numeric.cuh"
 #include "prologue.cuh"
 
@@ -176,6 +177,7 @@ __global__ void __launch_bounds__(kPrologueThreads, prologue_min_ctas_per_sm<C, 
   const int D = prm.head_size;
   const int chunks = D >> 3;
   const rotary_scratch row_scratch = {rotary_rows, group << prm.lanes_log2, prm.lanes_log2};
+  wait_for_previous_kernel();  // the inputs may come from the stream's previous kernel
 
   for (int64_t first_row = (int64_t)blockIdx.x * groups_per_cta; first_row < prm.total_rows;
        first_row += (int64_t)gridDim.x * groups_per_cta) {
@@ -367,13 +369,16 @@ __global__ void __launch_bounds__(kPrologueThreads, prologue_min_ctas_per_sm<C, 
 
 template <typename T, typename C>
 cudaError_t launch_prologue(const prologue_params &params, unsigned grid, size_t shared_bytes,
-                            cudaStream_t stream) {
-  if (params.rotary_in_lane)
-    prologue_kernel<T, C, true><<<grid, kPrologueThreads, shared_bytes, stream>>>(params);
-  else
-    prologue_kernel<T, C, false><<<grid, kPrologueThreads, shared_bytes, stream>>>(params);
-  return cudaGetLastError();
+                            cudaStream_t stream, bool chained) {
+  return launch_chained(params.rotary_in_lane ? prologue_kernel<T, C, true>
+                                              : prologue_kernel<T, C, false>,
+                        dim3(grid), kPrologueThreads, shared_bytes, stream, chained, params);
 }
+
+// The explicit instantiation of launch_prologue<T, C> (one translation unit per T).
+#define PA_PROLOGUE_INSTANTIATE(T, C)                                                        \
+  template cudaError_t launch_prologue<T, C>(const prologue_params &, unsigned, size_t,      \
+                                             cudaStream_t, bool)
 
 }  // namespace detail
 }  // namespace pa
