@@ -180,7 +180,7 @@ pa_status decode_check(const pa__problem *p, const pa_device_caps *caps, char *w
 
 // Resident CTAs per multiprocessor, estimated without the device: shared memory (a multiprocessor
 // has about 1 KB more than the per-block opt-in limit and reserves 1 KB per CTA) and registers
-// (-Xptxas -v, sm_90a: 115 to 162 per thread up to DMAX 128, 211 to 243 for DMAX 256: 3 or 2
+// (-Xptxas -v, sm_90a: 111 to 163 per thread up to DMAX 128, 207 to 244 for DMAX 256: 3 or 2
 // CTAs of 128 threads).
 int64_t ctas_per_sm_of(const pa_device_caps *caps, int smem_bytes, const pa__problem *p) {
   const int64_t by_registers = decode_dmax(p->head_size) <= 128 ? 3 : 2;

@@ -206,40 +206,78 @@ __device__ __forceinline__ key_range token_key_range(const decode_params &P, int
 
 // ---- the main kernel ----------------------------------------------------------------------------
 
-// The B fragments of one warp's 16 keys (rows 0..15 of `tile`, row_bytes apart in shared memory):
-//   scores_k(b, ks): Q·K^T for channels [16 ks, 16 ks + 16); b[0..1] keys 0-7, b[2..3] keys 8-15.
-//   values_v(b, n):  P·V for channels [8 n, 8 n + 16); b[0..1] n-tile n, b[2..3] n-tile n + 1.
-// 16-bit caches: ldmatrix (transposed for V). 8-bit caches: element loads, codes converted to T.
+// The B fragments of one warp's 16 keys (rows 0..15 of `tile`, row_bytes apart in shared memory),
+// for kLoads 16-channel blocks per call (one ldmatrix x4 covers 16 keys x 32 bytes):
+//   scores_k(b, ks): Q·K^T for k-steps ks + s, s < kLoads, channels [16 (ks + s), +16):
+//     b[s][0..1] keys 0-7, b[s][2..3] keys 8-15.
+//   values_v(b, n): P·V for n-tiles n + 2s and n + 2s + 1, s < kLoads, channels [8 n + 16 s, +16):
+//     b[s][0..1] n-tile n + 2s, b[s][2..3] n-tile n + 2s + 1.
+// 16-bit caches: ldmatrix (transposed for V), channels in order. 8-bit caches: the same ldmatrix
+// on the codes, a b16 element being two codes, so each lane gets 4 codes per register, converted
+// to two T pairs. That reorders the channels inside every 16-channel block: k-step k index
+// 2i + e (i < 4, e < 2) reads channel 4i + e and index 8 + 2i + e channel 4i + 2 + e, so store_q
+// writes Q in that order; P·V n-tile n (even) column c holds channel 8n + 2c and n-tile n + 1
+// column c channel 8n + 2c + 1, which store_out undoes.
 template <typename T, typename C>
 struct warp_fragments {
+  static constexpr int kLoads = 32 / (16 * (int)sizeof(C));
   const unsigned char *tile;
   int row_bytes, lane;
-  __device__ __forceinline__ void scores_k(uint32_t (&b)[4], int ks) const {
+  __device__ __forceinline__ void scores_k(uint32_t (&b)[kLoads][4], int ks) const {
     if constexpr (sizeof(C) == 2) {
       const int key = (lane / 16) * 8 + lane % 8, channel = ks * 16 + (lane / 8) % 2 * 8;
-      ldmatrix_x4(b, tile + key * row_bytes + channel * 2);
+      ldmatrix_x4(b[0], tile + key * row_bytes + channel * 2);
     } else {
-      const int col = (lane % 4) * 2;
+      // codes[2s + h]: keys 8h + lane / 4, channels 16 (ks + s) + 4 (lane % 4) + 0..3
+      uint32_t codes[4];
+      ldmatrix_x4(codes, tile + (lane % 16) * row_bytes + ks * 16 + (lane / 16) * 16);
 #pragma unroll
-      for (int n = 0; n < 2; n++) {
-        const C *k_row =
-            reinterpret_cast<const C *>(tile + (n * 8 + lane / 4) * row_bytes) + ks * 16 + col;
-        b[2 * n] = cache_pair_to_t2<T>(k_row);
-        b[2 * n + 1] = cache_pair_to_t2<T>(k_row + 8);
+      for (int i = 0; i < 4; i++) {
+        b[i / 2][i % 2 * 2] = codes_to_t2<T, C, 0, 1>(codes[i]);
+        b[i / 2][i % 2 * 2 + 1] = codes_to_t2<T, C, 2, 3>(codes[i]);
       }
     }
   }
-  __device__ __forceinline__ void values_v(uint32_t (&b)[4], int n) const {
+  __device__ __forceinline__ void values_v(uint32_t (&b)[kLoads][4], int n) const {
     if constexpr (sizeof(C) == 2) {
       const int key = (lane / 8) % 2 * 8 + lane % 8, channel = n * 8 + (lane / 16) * 8;
-      ldmatrix_x4_trans(b, tile + key * row_bytes + channel * 2);
+      ldmatrix_x4_trans(b[0], tile + key * row_bytes + channel * 2);
     } else {
-      const int key = (lane % 4) * 2;
+      // codes[2s + h]: keys 8h + 2 (lane % 4) + 0..1, channels 8n + 16s + 2 (lane / 4) + 0..1:
+      // bytes 0 and 2 are one channel's pair of keys, bytes 1 and 3 the next channel's
+      uint32_t codes[4];
+      ldmatrix_x4_trans(codes, tile + (lane % 16) * row_bytes + n * 8 + (lane / 16) * 16);
 #pragma unroll
-      for (int j = 0; j < 2; j++) {
-        const C *v = reinterpret_cast<const C *>(tile + key * row_bytes) + (n + j) * 8 + lane / 4;
-        b[2 * j] = cache_two_to_t2<T, C>(v[0], v[row_bytes]);
-        b[2 * j + 1] = cache_two_to_t2<T, C>(v[8 * row_bytes], v[9 * row_bytes]);
+      for (int i = 0; i < 4; i++) {
+        b[i / 2][i % 2] = codes_to_t2<T, C, 0, 2>(codes[i]);
+        b[i / 2][2 + i % 2] = codes_to_t2<T, C, 1, 3>(codes[i]);
+      }
+    }
+  }
+  // Channels c..c+7 of a Q row (c % 8 == 0) into its shared row, in the order scores_k reads K.
+  __device__ static __forceinline__ void store_q(T *row, int c, uint4 v) {
+    if constexpr (sizeof(C) == 2) {
+      *reinterpret_cast<uint4 *>(row + c) = v;
+    } else {  // channel pair 2i of a block goes to index pair i, pair 2i + 1 to index pair 4 + i
+      T *block = row + (c & ~15) + (c & 8) / 2;
+      *reinterpret_cast<uint2 *>(block) = make_uint2(v.x, v.z);
+      *reinterpret_cast<uint2 *>(block + 8) = make_uint2(v.y, v.w);
+    }
+  }
+  // A lane's P·V accumulators into rows group_id (lo) and group_id + 8 (hi), channels in order.
+  template <int kOutTiles>
+  __device__ static __forceinline__ void store_out(float *lo, float *hi,
+                                                   const float (&acc)[kOutTiles][4], int col) {
+#pragma unroll
+    for (int n = 0; n < kOutTiles; n++) {
+      if constexpr (sizeof(C) == 2) {
+        *reinterpret_cast<float2 *>(lo + n * 8 + col) = make_float2(acc[n][0], acc[n][1]);
+        *reinterpret_cast<float2 *>(hi + n * 8 + col) = make_float2(acc[n][2], acc[n][3]);
+      } else if (n % 2 == 0) {
+        *reinterpret_cast<float4 *>(lo + n * 8 + 2 * col) =
+            make_float4(acc[n][0], acc[n + 1][0], acc[n][1], acc[n + 1][1]);
+        *reinterpret_cast<float4 *>(hi + n * 8 + 2 * col) =
+            make_float4(acc[n][2], acc[n + 1][2], acc[n][3], acc[n + 1][3]);
       }
     }
   }
@@ -285,7 +323,7 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
                                  __ldg(P.k_scale + (int64_t)kv_head * head_size + c + k));
         }
       }
-      *reinterpret_cast<uint4 *>(q_smem + r * q_stride + c) = v;
+      warp_fragments<T, C>::store_q(q_smem + r * q_stride, c, v);
     }
   }
 
@@ -363,6 +401,8 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
 
   constexpr int kSteps = DMAX / 16;    // k-steps of Q·K^T
   constexpr int kOutTiles = DMAX / 8;  // n-tiles of P·V
+  constexpr int kLoads = warp_fragments<T, C>::kLoads;
+  static_assert(kSteps % kLoads == 0 && kOutTiles % (2 * kLoads) == 0, "whole fragment loads");
   float out_acc[kOutTiles][4];
 #pragma unroll
   for (int n = 0; n < kOutTiles; n++)
@@ -410,12 +450,16 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     // scores of 16 heads x this warp's 16 keys
     float score[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
-    for (int ks = 0; ks < kSteps; ks++) {
-      uint32_t a[4], b[4];
-      ldmatrix_x4(a, q_frag_row + ks * 16);
+    for (int ks = 0; ks < kSteps; ks += kLoads) {
+      uint32_t a[kLoads][4], b[kLoads][4];
+#pragma unroll
+      for (int s = 0; s < kLoads; s++) ldmatrix_x4(a[s], q_frag_row + (ks + s) * 16);
       k_frags.scores_k(b, ks);
-      mma_op<T>::run(score[0], a, b[0], b[1]);
-      mma_op<T>::run(score[1], a, b[2], b[3]);
+#pragma unroll
+      for (int s = 0; s < kLoads; s++) {
+        mma_op<T>::run(score[0], a[s], b[s][0], b[s][1]);
+        mma_op<T>::run(score[1], a[s], b[s][2], b[s][3]);
+      }
     }
 
     // scale, softcap, mask; online softmax per row (log2 units)
@@ -466,11 +510,14 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
         pack_t2<T>(prob[0][0], prob[0][1]), pack_t2<T>(prob[0][2], prob[0][3]),
         pack_t2<T>(prob[1][0], prob[1][1]), pack_t2<T>(prob[1][2], prob[1][3])};
 #pragma unroll
-    for (int n = 0; n < kOutTiles; n += 2) {
-      uint32_t b[4];
+    for (int n = 0; n < kOutTiles; n += 2 * kLoads) {
+      uint32_t b[kLoads][4];
       v_frags.values_v(b, n);
-      mma_op<T>::run(out_acc[n], p_frag, b[0], b[1]);
-      mma_op<T>::run(out_acc[n + 1], p_frag, b[2], b[3]);
+#pragma unroll
+      for (int s = 0; s < kLoads; s++) {
+        mma_op<T>::run(out_acc[n + 2 * s], p_frag, b[s][0], b[s][1]);
+        mma_op<T>::run(out_acc[n + 2 * s + 1], p_frag, b[s][2], b[s][3]);
+      }
     }
   }
 
@@ -486,13 +533,8 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   float2 *warp_ml = reinterpret_cast<float2 *>(warp_out + kDecodeWarps * kDecodeHeadsPerCta * DMAX);
   {
     float *mine = warp_out + warp * kDecodeHeadsPerCta * DMAX;
-#pragma unroll
-    for (int n = 0; n < kOutTiles; n++) {
-      *reinterpret_cast<float2 *>(mine + group_id * DMAX + n * 8 + col) =
-          make_float2(out_acc[n][0], out_acc[n][1]);
-      *reinterpret_cast<float2 *>(mine + (group_id + 8) * DMAX + n * 8 + col) =
-          make_float2(out_acc[n][2], out_acc[n][3]);
-    }
+    warp_fragments<T, C>::store_out(mine + group_id * DMAX, mine + (group_id + 8) * DMAX, out_acc,
+                                    col);
     if (lane % 4 == 0) {
       warp_ml[warp * kDecodeHeadsPerCta + group_id] = make_float2(row_max[0], row_sum[0]);
       warp_ml[warp * kDecodeHeadsPerCta + group_id + 8] = make_float2(row_max[1], row_sum[1]);
@@ -536,8 +578,10 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
 // Work list: a persistent 1-D grid; each CTA takes the next (item, cta_head) pair from an atomic
 // counter, the KV heads of an item adjacent, until the list is exhausted (robust to however many
 // CTAs are actually resident).
+// An 8-bit stage ring up to DMAX 128 leaves room for 3 CTAs per SM: registers must too (<= 168).
 template <typename T, typename C, int DMAX>
-__global__ void __launch_bounds__(kDecodeThreads, 1) decode_kernel(const decode_params P) {
+__global__ void __launch_bounds__(kDecodeThreads, sizeof(C) == 1 && DMAX <= 128 ? 3 : 1)
+    decode_kernel(const decode_params P) {
   extern __shared__ __align__(16) unsigned char smem[];
   wait_for_previous_kernel();
   if (!P.work_items) {

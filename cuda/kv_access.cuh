@@ -16,8 +16,8 @@
 //   const C *row = kv_row(cache, kv, block_id, key, kv_head);   // head_size elements
 //   float x[8];
 //   load_dequant8(row, channel, scale, quant, kv_head, kv.head_size, x);  // channel % 8 == 0
-// Kernels that feed tensor cores keep raw codes instead (exact in T, see cache_pair_to_t2) and fold
-// the scales into Q and the output.
+// Kernels that feed tensor cores keep raw codes instead (exact in T, see codes_to_t2) and fold the
+// scales into Q and the output.
 #pragma once
 
 #include <stdint.h>
@@ -102,9 +102,9 @@ __device__ __forceinline__ int32_t token_sequence(const int32_t *cu, int32_t bat
 
 // ---- conversions of cached elements ------------------------------------------------------------
 
-// Two cached elements as a packed pair of T (low half = first), the layout mma.sync operands use.
-// Exact for every cache type: int8 codes and e4m3 values are representable in fp16 and bf16, so
-// the scale is applied elsewhere, in fp32.
+// Two values as a packed pair of T (low half = first), the layout mma.sync operands use. Exact for
+// cache codes: int8 codes and e4m3 values are representable in fp16 and bf16, so the scale is
+// applied elsewhere, in fp32.
 template <typename T>
 __device__ __forceinline__ uint32_t pack_t2(float lo, float hi);
 template <>
@@ -118,75 +118,38 @@ __device__ __forceinline__ uint32_t pack_t2<__nv_bfloat16>(float lo, float hi) {
   return *reinterpret_cast<uint32_t *>(&v);
 }
 
-template <typename T, typename C>
-struct cache_pair;
-// Unquantized: the cache already holds T; two adjacent elements are one 32-bit word.
-template <typename T>
-struct cache_pair<T, T> {
-  __device__ static __forceinline__ uint32_t adjacent(const T *p) {
-    return *reinterpret_cast<const uint32_t *>(p);
-  }
-  __device__ static __forceinline__ uint32_t of(T lo, T hi) {
-    uint16_t l = *reinterpret_cast<const uint16_t *>(&lo),
-             h = *reinterpret_cast<const uint16_t *>(&hi);
-    return (uint32_t)l | ((uint32_t)h << 16);
-  }
-};
-// Two int8 codes (bytes 0 and 1 of `pair`) as a packed T pair, exactly and without I2F (a
-// quarter-rate conversion): the biased code x + 128 becomes the low mantissa bits of a constant,
-// which is then subtracted (1024 + u in float16; 2^23 + u in float32 on the way to bfloat16).
-template <typename T>
-__device__ __forceinline__ uint32_t int8_pair_to_t2(uint32_t pair);
-template <>
-__device__ __forceinline__ uint32_t int8_pair_to_t2<__half>(uint32_t pair) {
-  const uint32_t bits = __byte_perm(pair ^ 0x8080u, 0x6464u, 0x5140);  // (0x64, code ^ 0x80) x 2
-  const __half2 v = __hsub2(*reinterpret_cast<const __half2 *>(&bits), __half2(1152.0f, 1152.0f));
-  return *reinterpret_cast<const uint32_t *>(&v);
-}
-template <>
-__device__ __forceinline__ uint32_t int8_pair_to_t2<__nv_bfloat16>(uint32_t pair) {
-  const uint32_t biased = pair ^ 0x8080u;
-  const float lo = __uint_as_float(__byte_perm(biased, 0x4B000000u, 0x7540)) - 8388736.0f;
-  const float hi = __uint_as_float(__byte_perm(biased, 0x4B000000u, 0x7541)) - 8388736.0f;
-  return pack_t2<__nv_bfloat16>(lo, hi);
-}
-template <typename T>
-struct cache_pair<T, int8_t> {
-  __device__ static __forceinline__ uint32_t of(int8_t lo, int8_t hi) {
-    return int8_pair_to_t2<T>(__byte_perm((uint32_t)lo, (uint32_t)hi, 0x0040));
-  }
-  __device__ static __forceinline__ uint32_t adjacent(const int8_t *p) {
-    return int8_pair_to_t2<T>(*reinterpret_cast<const uint16_t *>(p));
-  }
-};
-template <typename T>
-struct cache_pair<T, fp8_e4m3> {
-  __device__ static __forceinline__ uint32_t adjacent(const fp8_e4m3 *p) {
-    __half2_raw h =
-        __nv_cvt_fp8x2_to_halfraw2(*reinterpret_cast<const __nv_fp8x2_storage_t *>(p), __NV_E4M3);
+// Two of the four 8-bit codes in `codes` (bytes kLo and kHi; ldmatrix hands a lane four) as a
+// packed T pair, low half = byte kLo. int8 without I2F (a quarter-rate conversion): the biased code
+// x + 128 becomes the low mantissa bits of a constant, which is then subtracted (1024 + u in
+// float16; 2^23 + u in float32 on the way to bfloat16).
+template <typename T, typename C, int kLo, int kHi>
+__device__ __forceinline__ uint32_t codes_to_t2(uint32_t codes) {
+  static_assert(sizeof(C) == 1 && kLo >= 0 && kLo < 4 && kHi >= 0 && kHi < 4, "two of 4 bytes");
+  if constexpr (dtype_of<C>::value == PA_DTYPE_INT8) {
+    const uint32_t biased = codes ^ 0x80808080u;
+    if constexpr (dtype_of<T>::value == PA_DTYPE_FLOAT16) {
+      const uint32_t bits = __byte_perm(biased, 0x6464u, 0x5040 | kHi << 8 | kLo);  // (0x64, u) x 2
+      const __half2 v =
+          __hsub2(*reinterpret_cast<const __half2 *>(&bits), __half2(1152.0f, 1152.0f));
+      return *reinterpret_cast<const uint32_t *>(&v);
+    } else {
+      const float lo = __uint_as_float(__byte_perm(biased, 0x4B000000u, 0x7540 | kLo)) - 8388736.0f;
+      const float hi = __uint_as_float(__byte_perm(biased, 0x4B000000u, 0x7540 | kHi)) - 8388736.0f;
+      return pack_t2<T>(lo, hi);
+    }
+  } else {
+    // an aligned pair of adjacent bytes is a half of the register (no PRMT)
+    const uint32_t two = kLo % 2 == 0 && kHi == kLo + 1 ? codes >> 8 * kLo
+                                                        : __byte_perm(codes, 0u, kHi << 4 | kLo);
+    const __nv_fp8x2_storage_t pair = (__nv_fp8x2_storage_t)two;
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
     if constexpr (dtype_of<T>::value == PA_DTYPE_FLOAT16) {
       return (uint32_t)h.x | ((uint32_t)h.y << 16);
     } else {
-      __half2 v = *reinterpret_cast<__half2 *>(&h);
-      float2 f = __half22float2(v);
+      const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&h));
       return pack_t2<T>(f.x, f.y);
     }
   }
-  __device__ static __forceinline__ uint32_t of(fp8_e4m3 lo, fp8_e4m3 hi) {
-    fp8_e4m3 two[2] = {lo, hi};
-    return adjacent(two);
-  }
-};
-
-// Two adjacent cached elements (p 2-element aligned) as a packed T pair of raw values / codes.
-template <typename T, typename C>
-__device__ __forceinline__ uint32_t cache_pair_to_t2(const C *p) {
-  return cache_pair<T, C>::adjacent(p);
-}
-// Two elements from different rows (the transposed operand of P·V) as a packed T pair.
-template <typename T, typename C>
-__device__ __forceinline__ uint32_t cache_two_to_t2(C lo, C hi) {
-  return cache_pair<T, C>::of(lo, hi);
 }
 
 // Eight consecutive cached elements starting at channel `channel` (a multiple of 8) of a row,
