@@ -158,6 +158,23 @@ int gpu_test_quick(void) {
   return env && strcmp(env, "1") == 0;
 }
 
+/* PA_GPU_TEST_SHARD=i/n: this process runs every n-th case of its matrices, starting at the i-th
+ * (counted over all of them in order), so that n processes together run each case once. */
+static int in_shard(void) {
+  static int parsed = 0, index = 0, count = 1;
+  static long long next_case = 0;
+  if (!parsed) {
+    const char *env = getenv("PA_GPU_TEST_SHARD");
+    if (env && sscanf(env, "%d/%d", &index, &count) == 2 && count >= 1 && index >= 0 &&
+        index < count)
+      fprintf(stderr, "gpu tests: shard %d of %d\n", index, count);
+    else
+      index = 0, count = 1;
+    parsed = 1;
+  }
+  return next_case++ % count == index;
+}
+
 static int verbose(void) {
   const char *env = getenv("PA_TEST_VERBOSE");
   return env && strcmp(env, "1") == 0;
@@ -1207,6 +1224,7 @@ gpu_matrix_result gpu_run_matrix_mode(const gpu_case *base, const gpu_axis *axes
     }
     c.name = name;
     if (filter && !filter(&c)) continue;
+    if (!in_shard()) continue;
     unsigned case_seed = seed + (unsigned)index;
     int result;
     switch (mode) {

@@ -166,6 +166,8 @@ unsigned gpu_test_seed(void);
 /* 1 when PA_GPU_TEST_QUICK=1 (tools/gpu-check.sh sets it under compute-sanitizer): tests should
  * then run a reduced matrix. */
 int gpu_test_quick(void);
+/* PA_GPU_TEST_SHARD=i/n (0 <= i < n) runs the i-th of n interleaved shares of every matrix's
+ * cases, so that n processes with the same PA_TEST_SEED together run the whole matrix once. */
 
 /* Plans c (forcing backend unless PA_BACKEND_AUTO), runs pa_execute once (eager) and the reference,
  * and compares. */
