@@ -165,11 +165,15 @@ static int in_shard(void) {
   static long long next_case = 0;
   if (!parsed) {
     const char *env = getenv("PA_GPU_TEST_SHARD");
-    if (env && sscanf(env, "%d/%d", &index, &count) == 2 && count >= 1 && index >= 0 &&
-        index < count)
-      fprintf(stderr, "gpu tests: shard %d of %d\n", index, count);
-    else
-      index = 0, count = 1;
+    if (env && *env) {
+      if (sscanf(env, "%d/%d", &index, &count) == 2 && count >= 1 && index >= 0 && index < count) {
+        fprintf(stderr, "gpu tests: shard %d of %d\n", index, count);
+      } else {
+        fprintf(stderr, "gpu tests: PA_GPU_TEST_SHARD expected i/n with 0 <= i < n, got \"%s\": "
+                        "running every case\n", env);
+        index = 0, count = 1;
+      }
+    }
     parsed = 1;
   }
   return next_case++ % count == index;

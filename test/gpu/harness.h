@@ -166,8 +166,6 @@ unsigned gpu_test_seed(void);
 /* 1 when PA_GPU_TEST_QUICK=1 (tools/gpu-check.sh sets it under compute-sanitizer): tests should
  * then run a reduced matrix. */
 int gpu_test_quick(void);
-/* PA_GPU_TEST_SHARD=i/n (0 <= i < n) runs the i-th of n interleaved shares of every matrix's
- * cases, so that n processes with the same PA_TEST_SEED together run the whole matrix once. */
 
 /* Plans c (forcing backend unless PA_BACKEND_AUTO), runs pa_execute once (eager) and the reference,
  * and compares. */
@@ -247,7 +245,9 @@ typedef int (*gpu_case_filter)(const gpu_case *c);
 /*
  * Runs every combination of the axes' values on top of *base (the Cartesian product, first axis
  * outermost), each with seed + its index, in mode EAGER unless gpu_run_matrix_mode is used. Prints
- * one line per failure and a summary line.
+ * one line per failure and a summary line. With PA_GPU_TEST_SHARD=i/n (0 <= i < n) a process runs
+ * only every n-th case, starting at the i-th, counted over all its matrices in order: n processes
+ * with the same PA_TEST_SEED together run every case once (tools/gpu-suite-parallel.py).
  */
 gpu_matrix_result gpu_run_matrix(const gpu_case *base, const gpu_axis *axes, int num_axes,
                                  gpu_case_filter filter, pa_backend backend, unsigned seed);
