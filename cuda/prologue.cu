@@ -99,6 +99,7 @@ extern "C" pa_status pa__prologue_run(const pa_plan *plan, const pa__io *io, pa_
   prm.q_rows = stage_q ? p.num_heads : 0;
   prm.rows_per_token =
       prm.q_rows + p.kv_num_heads + (p.input_mode == PA__MODE_LATENT ? 0 : p.kv_num_heads);
+  prm.token_count = p.token_count;
   prm.total_rows = p.token_count * prm.rows_per_token;
   prm.packed = p.input_mode == PA__MODE_PACKED;
   prm.has_qk_norm = p.has_qk_norm;
@@ -133,15 +134,30 @@ extern "C" pa_status pa__prologue_run(const pa_plan *plan, const pa__io *io, pa_
                        (uintptr_t)io->cos_cache % table_vector_bytes == 0 &&
                        (uintptr_t)io->sin_cache % table_vector_bytes == 0;
 
-  const int64_t groups_per_cta = kPrologueThreads / prm.lanes_per_row;
-  const int64_t ctas = (prm.total_rows + groups_per_cta - 1) / groups_per_cta;
-  const unsigned grid = (unsigned)(ctas < (1 << 30) ? ctas : (1 << 30));  // the kernel loops
-  const bool rotary_in_shared = p.do_rotary && !prm.rotary_in_lane;
-  const size_t shared_bytes =
-      rotary_in_shared ? (size_t)kPrologueThreads * prm.chunks_per_lane * 8 * sizeof(float) : 0;
+  const bool sm90 = plan->caps.compute_capability_major >= 9;
+  unsigned grid;
+  size_t shared_bytes;
+  // A pure copy (no staged Q means no QK-Norm and no RoPE) into a T cache runs on the bulk-copy
+  // engine (prologue_copy_kernel) where a token's runs fit its staging (and the grid, one CTA per
+  // few tokens, its limit).
+  const int64_t token_bytes = (int64_t)prm.rows_per_token * p.head_size * pa_dtype_size(p.dtype);
+  if (sm90 && !stage_q && p.k_cache_dtype == p.dtype && token_bytes <= kBulkCopyMaxTokenBytes &&
+      p.token_count <= INT32_MAX) {
+    const int64_t tokens = kBulkCopyStagingBytes / token_bytes;
+    prm.bulk_copy_tokens = (int32_t)(tokens < 1 ? 1 : tokens < 32 ? tokens : 32);
+    grid = (unsigned)((p.token_count + prm.bulk_copy_tokens - 1) / prm.bulk_copy_tokens);
+    shared_bytes = (size_t)(prm.bulk_copy_tokens * token_bytes);
+  } else {
+    const int64_t groups_per_cta = kPrologueThreads / prm.lanes_per_row;
+    const int64_t ctas = (prm.total_rows + groups_per_cta - 1) / groups_per_cta;
+    grid = (unsigned)(ctas < (1 << 30) ? ctas : (1 << 30));  // the kernel loops
+    const bool rotary_in_shared = p.do_rotary && !prm.rotary_in_lane;
+    shared_bytes =
+        rotary_in_shared ? (size_t)kPrologueThreads * prm.chunks_per_lane * 8 * sizeof(float) : 0;
+  }
 
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
-  const bool chained = plan->caps.compute_capability_major >= 9;
+  const bool chained = sm90;
   auto launch = p.dtype == PA_DTYPE_BFLOAT16 ? launch_for_cache<__nv_bfloat16>
                                              : launch_for_cache<__half>;
   cudaError_t err = launch(p.k_cache_dtype, prm, grid, shared_bytes, s, chained);

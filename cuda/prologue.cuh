@@ -30,6 +30,7 @@ struct prologue_params {
   const void *q_norm_weight, *k_norm_weight;
   const float *k_scale, *v_scale;
   paged_kv_layout kv;
+  int64_t token_count;
   int64_t total_rows;       // token_count * rows_per_token
   int64_t cache_slots;      // num_blocks * block_size
   int64_t query_row_elems;  // elements between tokens of query (packed: Q|K|V)
@@ -49,7 +50,17 @@ struct prologue_params {
   pa_quant_type k_quant, v_quant;
   int32_t lanes_per_row, lanes_log2;  // a power of two <= 32
   int32_t chunks_per_lane;            // <= kPrologueMaxChunksPerLane
+  // > 0: the write is a pure copy, run by prologue_copy_kernel (prologue_kernel.cuh) with this many
+  // tokens per CTA of 32 threads, each token's K and V runs staged in shared memory
+  int32_t bulk_copy_tokens;
 };
+
+// The shared memory prologue_copy_kernel stages per CTA: tokens per CTA = this / a token's K + V
+// bytes (at least 1, at most 32). Small CTAs keep many loads in flight per SM and a fine-grained
+// tail: at 32/8 heads d128, 8 KB (2 tokens a CTA) measured faster than 16 and 32 KB
+// (doc/performance.md). Tokens larger than kBulkCopyMaxTokenBytes take the register kernel.
+constexpr int64_t kBulkCopyStagingBytes = 8 * 1024;
+constexpr int64_t kBulkCopyMaxTokenBytes = 32 * 1024;  // within the 48 KB a CTA has unasked
 
 // Launches the prologue for activation type T and cache element type C (T, int8_t, fp8_e4m3);
 // chained: programmatic dependent launch (chained_launch.cuh; compute capability 9.0 and newer).

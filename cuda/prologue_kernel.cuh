@@ -5,6 +5,7 @@
 
 #include <type_traits>
 
+#include "bulk_copy.cuh"
 #include "chained_launch.cuh"
 #include "numeric.cuh"
 #include "prologue.cuh"
@@ -153,6 +154,50 @@ __device__ __forceinline__ void rotate_chunk(const prologue_params &prm, const r
   }
 }
 
+// The lookup's first guess at token t's sequence (its own index: right in a decode step), whose
+// past length the kernels load early, ahead of the lookup's chain of dependent loads.
+__device__ __forceinline__ int32_t likely_sequence(const prologue_params &prm, int64_t t) {
+  return (int32_t)(t < prm.batch_size - 1 ? t : prm.batch_size - 1);
+}
+__device__ __forceinline__ int32_t likely_past_length(const prologue_params &prm, bool active,
+                                                      int32_t likely_b) {
+  return active && !prm.query_positions ? __ldg(prm.past_seqlens + likely_b) : 0;
+}
+
+// Where token t's row (kind, head) goes (doc/semantics.md, "Prologue"): its position (RoPE and
+// the block lookup) and the element offset of its destination row in q_staged or its cache, -1 when
+// it is not written (a token of no sequence; a K/V row whose slot_mapping entry is -1 or out of
+// range, or whose block is unmapped).
+struct row_destination {
+  int64_t position, row;
+};
+__device__ __forceinline__ row_destination find_row_destination(const prologue_params &prm,
+                                                                int64_t t, prologue_row_kind kind,
+                                                                int head, int32_t likely_b,
+                                                                int32_t likely_past) {
+  row_destination dst = {0, -1};
+  const int b = token_sequence(prm.cu_seqlens, prm.batch_size, t);
+  if (b >= 0) {
+    const int64_t first_token = __ldg(prm.cu_seqlens + b);
+    dst.position = prm.query_positions
+                       ? (int64_t)__ldg(prm.query_positions + t)
+                       : (int64_t)(b == likely_b ? likely_past : __ldg(prm.past_seqlens + b)) +
+                             (t - first_token);
+    const int D = prm.head_size;
+    if (kind == ROW_Q) {
+      dst.row = (t * prm.num_heads + head) * D;
+    } else if (prm.slot_mapping) {
+      const int64_t slot = __ldg(prm.slot_mapping + t);
+      if (slot >= 0 && slot < prm.cache_slots) dst.row = (slot * prm.kv_num_heads + head) * D;
+    } else {
+      const int32_t *table_row = prm.block_table + (int64_t)b * prm.kv.max_blocks_per_seq;
+      const int32_t block_id = kv_block_id(prm.kv, table_row, dst.position);
+      if (block_id >= 0) dst.row = kv_row_offset(prm.kv, block_id, dst.position, head);
+    }
+  }
+  return dst;
+}
+
 // Resident CTAs per SM the kernel's registers are held to: 5 (<= 48 registers) for a T cache, 4
 // (<= 64) when quantizing, which needs more; without the bound the 8-bit variants took 78. RoPE in
 // registers (kRotaryInLane) holds a half-split pair's two chunks, their QK-Norm weights and cos /
@@ -220,11 +265,10 @@ __global__ void __launch_bounds__(kPrologueThreads, prologue_min_ctas_per_sm<C, 
     }
 
     // Loads that need only t go out before the lookup's chain of dependent loads (each a DRAM
-    // round trip when the small tables are cold): the past length of the likely sequence (the
-    // lookup's first guess: token t's own in a decode step) and an 8-bit cache's single scale.
-    const int32_t likely_b = (int32_t)(t < prm.batch_size - 1 ? t : prm.batch_size - 1);
-    const int32_t likely_past =
-        active && !prm.query_positions ? __ldg(prm.past_seqlens + likely_b) : 0;
+    // round trip when the small tables are cold): the past length of the likely sequence and an
+    // 8-bit cache's single scale.
+    const int32_t likely_b = likely_sequence(prm, t);
+    const int32_t likely_past = likely_past_length(prm, active, likely_b);
     const bool to_k_cache = kind == ROW_K;
     const float *scale = to_k_cache ? prm.k_scale : prm.v_scale;
     const pa_quant_type quant = to_k_cache ? prm.k_quant : prm.v_quant;
@@ -236,24 +280,9 @@ __global__ void __launch_bounds__(kPrologueThreads, prologue_min_ctas_per_sm<C, 
     int64_t position = 0;
     int64_t dst_row = -1;  // element offset of the destination row
     if (active) {
-      const int b = token_sequence(prm.cu_seqlens, prm.batch_size, t);
-      if (b >= 0) {
-        const int64_t first_token = __ldg(prm.cu_seqlens + b);
-        position = prm.query_positions
-                       ? (int64_t)__ldg(prm.query_positions + t)
-                       : (int64_t)(b == likely_b ? likely_past : __ldg(prm.past_seqlens + b)) +
-                             (t - first_token);
-        if (kind == ROW_Q) {
-          dst_row = (t * prm.num_heads + head) * D;
-        } else if (prm.slot_mapping) {
-          const int64_t slot = __ldg(prm.slot_mapping + t);
-          if (slot >= 0 && slot < prm.cache_slots) dst_row = (slot * prm.kv_num_heads + head) * D;
-        } else {
-          const int32_t *table_row = prm.block_table + (int64_t)b * prm.kv.max_blocks_per_seq;
-          const int32_t block_id = kv_block_id(prm.kv, table_row, position);
-          if (block_id >= 0) dst_row = kv_row_offset(prm.kv, block_id, position, head);
-        }
-      }
+      const row_destination dst = find_row_destination(prm, t, kind, head, likely_b, likely_past);
+      position = dst.position;
+      dst_row = dst.row;
       active = dst_row >= 0;
     }
     const bool transformed = kind != ROW_V;  // V is never normalized or rotated
@@ -367,9 +396,54 @@ __global__ void __launch_bounds__(kPrologueThreads, prologue_min_ctas_per_sm<C, 
   }
 }
 
+// The write path when it is a pure copy (prologue_params::bulk_copy_tokens > 0: no QK-Norm, no
+// RoPE, no staged Q, cache type T; sm_90 and newer). A token's K heads, and its V heads, are one
+// contiguous run in the input and another at its slot in the cache, so the bulk-copy engine moves
+// them, through shared memory, while the lane looks up the slot: no row data passes through
+// registers or L1, and the lookup's dependent loads do not wait behind the row's. Lane j of CTA c
+// copies token c * bulk_copy_tokens + j.
+template <typename T>
+__global__ void __launch_bounds__(32) prologue_copy_kernel(const prologue_params prm) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(128) unsigned char staged_runs[];  // per token: its K run, V run
+  __shared__ uint64_t runs_loaded[32];                           // per token
+  const int lane = threadIdx.x;
+  const int64_t t = (int64_t)blockIdx.x * prm.bulk_copy_tokens + lane;
+  wait_for_previous_kernel();  // the inputs may come from the stream's previous kernel
+  if (lane >= prm.bulk_copy_tokens || t >= prm.token_count) return;
+
+  const uint32_t run_bytes = (uint32_t)prm.kv_num_heads * prm.head_size * sizeof(T);
+  const bool has_value = prm.rows_per_token > prm.kv_num_heads;  // not LATENT
+  unsigned char *k_run = staged_runs + (size_t)lane * (has_value ? 2 : 1) * run_bytes;
+  unsigned char *v_run = k_run + run_bytes;
+  uint64_t *loaded = &runs_loaded[lane];
+  bytes_barrier_init(loaded, has_value ? 2 * run_bytes : run_bytes);
+  bulk_load(k_run, static_cast<const T *>(prm.key) + t * prm.kv_row_elems, run_bytes, loaded);
+  if (has_value)
+    bulk_load(v_run, static_cast<const T *>(prm.value) + t * prm.kv_row_elems, run_bytes, loaded);
+
+  // head 0's K row starts the token's run in either cache
+  const int32_t likely_b = likely_sequence(prm, t);
+  const int64_t dst_run =
+      find_row_destination(prm, t, ROW_K, 0, likely_b, likely_past_length(prm, true, likely_b))
+          .row;
+  bytes_barrier_wait(loaded);  // also when not written: the CTA's shared memory must outlive the
+                               // loads
+  if (dst_run < 0) return;
+  bulk_store(static_cast<T *>(prm.key_cache) + dst_run, k_run, run_bytes);
+  if (has_value) bulk_store(static_cast<T *>(prm.value_cache) + dst_run, v_run, run_bytes);
+  bulk_stores_wait_read();
+#endif
+}
+
 template <typename T, typename C>
 cudaError_t launch_prologue(const prologue_params &params, unsigned grid, size_t shared_bytes,
                             cudaStream_t stream, bool chained) {
+  if constexpr (std::is_same<T, C>::value) {
+    if (params.bulk_copy_tokens > 0)
+      return launch_chained(prologue_copy_kernel<T>, dim3(grid), 32, shared_bytes, stream,
+                            chained, params);
+  }
   return launch_chained(params.rotary_in_lane ? prologue_kernel<T, C, true>
                                               : prologue_kernel<T, C, false>,
                         dim3(grid), kPrologueThreads, shared_bytes, stream, chained, params);

@@ -70,7 +70,8 @@ int main(void) {
     RUN(all, rope, axes);
   }
 
-  /* block sizes and batch sizes; shuffled and partly unmapped block tables */
+  /* block sizes and batch sizes; shuffled and partly unmapped block tables; with RoPE (the
+   * register kernel) and without (on sm_90, the bulk-copy kernel) */
   gpu_case blocks = gpu_case_default("prologue_blocks");
   blocks.num_heads = 4;
   blocks.kv_num_heads = 1;
@@ -81,12 +82,13 @@ int main(void) {
   blocks.rotary = 1;
   if (quick) {
     const gpu_axis axes[] = {GPU_AXIS(block_size, 16, 512), GPU_AXIS(batch_size, 1, 300),
-                             GPU_AXIS(shuffled_blocks, 1), GPU_AXIS(unmapped_blocks, 0, 1)};
+                             GPU_AXIS(shuffled_blocks, 1), GPU_AXIS(unmapped_blocks, 0, 1),
+                             GPU_AXIS(rotary, 1, 0)};
     RUN(all, blocks, axes);
   } else {
     const gpu_axis axes[] = {GPU_AXIS(block_size, 16, 32, 64, 128, 256, 512),
                              GPU_AXIS(batch_size, 1, 257, 300), GPU_AXIS(shuffled_blocks, 0, 1),
-                             GPU_AXIS(unmapped_blocks, 0, 1)};
+                             GPU_AXIS(unmapped_blocks, 0, 1), GPU_AXIS(rotary, 1, 0)};
     RUN(all, blocks, axes);
   }
 
@@ -117,6 +119,7 @@ int main(void) {
   slots.zero_q_lens = 1;
   {
     const gpu_axis axes[] = {GPU_AXIS(slots, GPU_SLOTS_DERIVED, GPU_SLOTS_WITH_INVALID),
+                             GPU_AXIS(query_positions, 0, 1),
                              GPU_AXIS(extra_tokens, 0, 5), GPU_AXIS(batch_size, 1, 257),
                              GPU_AXIS(cache_dtype, 0, PA_DTYPE_INT8),
                              GPU_AXIS(block_size, 16, 128)};
@@ -140,9 +143,9 @@ int main(void) {
   empty.batch_size = 4;
   empty.q_lens = zero_lens;
   empty.extra_tokens = 3;
-  empty.rotary = 1;
   empty.slots = GPU_SLOTS_DERIVED;
-  gpu_matrix_count(&all, gpu_case_run_prologue(&empty, seed++));
+  for (empty.rotary = 0; empty.rotary <= 1; empty.rotary++)
+    gpu_matrix_count(&all, gpu_case_run_prologue(&empty, seed++));
 
   /* LATENT (absorbed MLA, 576/512): only the latent row is cached; RoPE on its last 64 channels */
   gpu_case mla = gpu_case_default("prologue_latent");
@@ -171,6 +174,22 @@ int main(void) {
         GPU_AXIS(slots, GPU_SLOTS_NONE, GPU_SLOTS_WITH_INVALID),
         GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16)};
     RUN(all, mla, axes);
+  }
+
+  /* LATENT without RoPE: the latent row alone, copied (on sm_90, by the bulk-copy kernel) */
+  gpu_case mla_copy = gpu_case_default("prologue_latent_copy");
+  mla_copy.layout = PA_KV_CACHE_LAYOUT_LATENT;
+  mla_copy.head_size = 576;
+  mla_copy.v_head_size = 512;
+  mla_copy.num_heads = 16;
+  mla_copy.batch_size = 5;
+  mla_copy.max_q_len = 3;
+  mla_copy.zero_q_lens = 1;
+  {
+    const gpu_axis axes[] = {GPU_AXIS(slots, GPU_SLOTS_NONE, GPU_SLOTS_WITH_INVALID),
+                             GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16),
+                             GPU_AXIS(block_size, 16, 64)};
+    RUN(all, mla_copy, axes);
   }
 
   fprintf(stderr, "test_prologue: %d passed, %d failed, %d unsupported, %d skipped\n", all.passed,
