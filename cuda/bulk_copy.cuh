@@ -60,6 +60,12 @@ __device__ __forceinline__ void bulk_store(void *dst_global, const void *src_sha
                : "memory");
 }
 
+// Orders this thread's earlier shared-memory writes (generic proxy) before bulk stores that read
+// them (async proxy), issued by any thread of the CTA after a synchronization with this one.
+__device__ __forceinline__ void fence_shared_for_bulk_copies() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
 // Closes the thread's bulk group and waits until its stores have read their shared memory (which
 // may then be reused or released; the writes themselves complete with the grid).
 __device__ __forceinline__ void bulk_stores_wait_read() {

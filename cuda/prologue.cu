@@ -137,11 +137,19 @@ extern "C" pa_status pa__prologue_run(const pa_plan *plan, const pa__io *io, pa_
   const bool sm90 = plan->caps.compute_capability_major >= 9;
   unsigned grid;
   size_t shared_bytes;
-  // A pure copy (no staged Q means no QK-Norm and no RoPE) into a T cache runs on the bulk-copy
-  // engine (prologue_copy_kernel) where a token's runs fit its staging (and the grid, one CTA per
-  // few tokens, its limit).
-  const int64_t token_bytes = (int64_t)prm.rows_per_token * p.head_size * pa_dtype_size(p.dtype);
-  if (sm90 && !stage_q && p.k_cache_dtype == p.dtype && token_bytes <= kBulkCopyMaxTokenBytes &&
+  // Without transformed rows (no staged Q means no QK-Norm and no RoPE) the bulk-copy engine
+  // moves the rows (prologue_copy_kernel) where a token's staging fits (its runs, plus their codes
+  // for an 8-bit cache), the grid (one CTA per few tokens) its limit, and every run is 16-byte
+  // aligned: T runs always are (head_size % 8 == 0, 16-byte aligned tensors); 8-bit ones when a
+  // run's codes are a multiple of 16 bytes and the caches 16-byte aligned.
+  const bool quantized = p.k_cache_dtype != p.dtype;
+  const int64_t token_elems = (int64_t)prm.rows_per_token * p.head_size;
+  const int64_t token_bytes =
+      token_elems * (pa_dtype_size(p.dtype) + (quantized ? pa_dtype_size(p.k_cache_dtype) : 0));
+  const bool runs_aligned =
+      !quantized || ((int64_t)p.kv_num_heads * p.head_size % 16 == 0 &&
+                     (uintptr_t)io->key_cache % 16 == 0 && (uintptr_t)io->value_cache % 16 == 0);
+  if (sm90 && !stage_q && runs_aligned && token_bytes <= kBulkCopyMaxTokenBytes &&
       p.token_count <= INT32_MAX) {
     const int64_t tokens = kBulkCopyStagingBytes / token_bytes;
     prm.bulk_copy_tokens = (int32_t)(tokens < 1 ? 1 : tokens < 32 ? tokens : 32);

@@ -50,16 +50,17 @@ struct prologue_params {
   pa_quant_type k_quant, v_quant;
   int32_t lanes_per_row, lanes_log2;  // a power of two <= 32
   int32_t chunks_per_lane;            // <= kPrologueMaxChunksPerLane
-  // > 0: the write is a pure copy, run by prologue_copy_kernel (prologue_kernel.cuh) with this many
-  // tokens per CTA of 32 threads, each token's K and V runs staged in shared memory
+  // > 0: no row is transformed, and prologue_copy_kernel (prologue_kernel.cuh) moves them with this
+  // many tokens per CTA of 32 threads, each token's K and V runs staged in shared memory
   int32_t bulk_copy_tokens;
 };
 
-// The shared memory prologue_copy_kernel stages per CTA: tokens per CTA = this / a token's K + V
-// bytes (at least 1, at most 32). Small CTAs keep many loads in flight per SM and a fine-grained
-// tail: at 32/8 heads d128, 8 KB (2 tokens a CTA) measured faster than 16 and 32 KB
-// (doc/performance.md). Tokens larger than kBulkCopyMaxTokenBytes take the register kernel.
-constexpr int64_t kBulkCopyStagingBytes = 8 * 1024;
+// The shared memory prologue_copy_kernel stages per CTA: tokens per CTA = this / a token's staging
+// (its K + V bytes, plus their 8-bit codes for a quantized cache; at least 1, at most 32). Small
+// CTAs keep many loads in flight per SM and a fine-grained tail: at 32/8 heads d128, 4 KB (one
+// token a CTA) measured faster than 8, 16 and 32 KB (doc/performance.md). Tokens whose staging
+// exceeds kBulkCopyMaxTokenBytes take the register kernel.
+constexpr int64_t kBulkCopyStagingBytes = 4 * 1024;
 constexpr int64_t kBulkCopyMaxTokenBytes = 32 * 1024;  // within the 48 KB a CTA has unasked
 
 // Launches the prologue for activation type T and cache element type C (T, int8_t, fp8_e4m3);

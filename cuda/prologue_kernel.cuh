@@ -396,42 +396,89 @@ __global__ void __launch_bounds__(kPrologueThreads, prologue_min_ctas_per_sm<C, 
   }
 }
 
-// The write path when it is a pure copy (prologue_params::bulk_copy_tokens > 0: no QK-Norm, no
-// RoPE, no staged Q, cache type T; sm_90 and newer). A token's K heads, and its V heads, are one
-// contiguous run in the input and another at its slot in the cache, so the bulk-copy engine moves
-// them, through shared memory, while the lane looks up the slot: no row data passes through
-// registers or L1, and the lookup's dependent loads do not wait behind the row's. Lane j of CTA c
-// copies token c * bulk_copy_tokens + j.
-template <typename T>
+// The write path when no row is transformed (prologue_params::bulk_copy_tokens > 0: no QK-Norm,
+// no RoPE, no staged Q; sm_90 and newer). A token's K heads, and its V heads, are one contiguous
+// run in the input and another at its slot in the cache, so the bulk-copy engine loads each run
+// into shared memory while the token's lane looks up the slot, and stores it from there: no row
+// data passes through the SM's load path, so the lookup's dependent loads do not wait behind it.
+// A T cache takes the runs as loaded; an 8-bit cache's runs are quantized in shared memory by the
+// whole warp first (store8_cache, as the register kernel does). Lane j of CTA c handles token
+// c * bulk_copy_tokens + j.
+template <typename T, typename C>
 __global__ void __launch_bounds__(32) prologue_copy_kernel(const prologue_params prm) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  extern __shared__ __align__(128) unsigned char staged_runs[];  // per token: its K run, V run
-  __shared__ uint64_t runs_loaded[32];                           // per token
+  constexpr bool kQuantized = is_quantized<C>::value;
+  // per token: its K and V runs as loaded; then, for an 8-bit cache, every token's runs quantized
+  extern __shared__ __align__(128) unsigned char staging[];
+  __shared__ uint64_t runs_loaded[32];  // per token
   const int lane = threadIdx.x;
-  const int64_t t = (int64_t)blockIdx.x * prm.bulk_copy_tokens + lane;
+  const int64_t first_token = (int64_t)blockIdx.x * prm.bulk_copy_tokens;
+  const int64_t left = prm.token_count - first_token;
+  const int tokens = (int)(left < prm.bulk_copy_tokens ? left : prm.bulk_copy_tokens);
+  const int64_t t = first_token + lane;
   wait_for_previous_kernel();  // the inputs may come from the stream's previous kernel
-  if (lane >= prm.bulk_copy_tokens || t >= prm.token_count) return;
 
-  const uint32_t run_bytes = (uint32_t)prm.kv_num_heads * prm.head_size * sizeof(T);
-  const bool has_value = prm.rows_per_token > prm.kv_num_heads;  // not LATENT
-  unsigned char *k_run = staged_runs + (size_t)lane * (has_value ? 2 : 1) * run_bytes;
-  unsigned char *v_run = k_run + run_bytes;
-  uint64_t *loaded = &runs_loaded[lane];
-  bytes_barrier_init(loaded, has_value ? 2 * run_bytes : run_bytes);
-  bulk_load(k_run, static_cast<const T *>(prm.key) + t * prm.kv_row_elems, run_bytes, loaded);
-  if (has_value)
-    bulk_load(v_run, static_cast<const T *>(prm.value) + t * prm.kv_row_elems, run_bytes, loaded);
+  const int run_elems = prm.kv_num_heads * prm.head_size;
+  const uint32_t run_bytes = (uint32_t)run_elems * sizeof(T);
+  const int runs = prm.rows_per_token > prm.kv_num_heads ? 2 : 1;  // K and V; LATENT: K
+  auto loaded_run = [&](int token, int run) {
+    return staging + ((size_t)token * runs + run) * run_bytes;
+  };
+  int64_t dst_run = -1;  // element offset of the token's run (head 0's K row) in either cache
+  if (lane < tokens) {
+    uint64_t *loaded = &runs_loaded[lane];
+    bytes_barrier_init(loaded, runs * run_bytes);
+    bulk_load(loaded_run(lane, 0), static_cast<const T *>(prm.key) + t * prm.kv_row_elems,
+              run_bytes, loaded);
+    if (runs == 2)
+      bulk_load(loaded_run(lane, 1), static_cast<const T *>(prm.value) + t * prm.kv_row_elems,
+                run_bytes, loaded);
+    const int32_t likely_b = likely_sequence(prm, t);
+    dst_run = find_row_destination(prm, t, ROW_K, 0, likely_b,
+                                   likely_past_length(prm, true, likely_b))
+                  .row;
+  }
+  if constexpr (kQuantized) __syncwarp();  // every lane waits on every token's barrier: its init first
+  auto cache = [&](int run) { return static_cast<C *>(run == 0 ? prm.key_cache : prm.value_cache); };
 
-  // head 0's K row starts the token's run in either cache
-  const int32_t likely_b = likely_sequence(prm, t);
-  const int64_t dst_run =
-      find_row_destination(prm, t, ROW_K, 0, likely_b, likely_past_length(prm, true, likely_b))
-          .row;
-  bytes_barrier_wait(loaded);  // also when not written: the CTA's shared memory must outlive the
-                               // loads
-  if (dst_run < 0) return;
-  bulk_store(static_cast<T *>(prm.key_cache) + dst_run, k_run, run_bytes);
-  if (has_value) bulk_store(static_cast<T *>(prm.value_cache) + dst_run, v_run, run_bytes);
+  if constexpr (!kQuantized) {
+    if (lane >= tokens) return;
+    bytes_barrier_wait(&runs_loaded[lane]);  // also when not written: the loads must land first
+    if (dst_run < 0) return;
+    for (int run = 0; run < runs; run++)
+      bulk_store(cache(run) + dst_run, loaded_run(lane, run), run_bytes);
+  } else {
+    const uint32_t code_bytes = (uint32_t)run_elems * sizeof(C);
+    unsigned char *const codes = staging + (size_t)tokens * runs * run_bytes;
+    // K's run, then V's, each with its own scale
+    const float k_inv_scale = prm.k_quant == PA_QUANT_PER_TENSOR ? 1.0f / __ldg(prm.k_scale) : 1.0f;
+    const float v_inv_scale =
+        runs == 2 && prm.v_quant == PA_QUANT_PER_TENSOR ? 1.0f / __ldg(prm.v_scale) : 1.0f;
+    for (int token = 0; token < tokens; token++) {
+      bytes_barrier_wait(&runs_loaded[token]);  // every lane: all of them quantize the token
+      const int64_t token_dst = __shfl_sync(0xffffffffu, dst_run, token);
+      if (token_dst < 0) continue;
+      for (int run = 0; run < runs; run++) {
+        const T *in = reinterpret_cast<const T *>(loaded_run(token, run));
+        C *out = reinterpret_cast<C *>(codes + ((size_t)token * runs + run) * code_bytes);
+        const float *scale = run == 0 ? prm.k_scale : prm.v_scale;
+        const pa_quant_type quant = run == 0 ? prm.k_quant : prm.v_quant;
+        const float inv_scale = run == 0 ? k_inv_scale : v_inv_scale;
+        // element e of the run is channel e % D of head e / D: its PER_CHANNEL scale is scale[e]
+        for (int e = lane * 8; e < run_elems; e += 32 * 8) {
+          float x[8];
+          unpack8<T>(*reinterpret_cast<const uint4 *>(in + e), x);
+          store8_cache<T, C>(out + e, x, scale, quant, inv_scale, 0, 0, e);
+        }
+      }
+      fence_shared_for_bulk_copies();
+      __syncwarp();
+      if (lane == token)
+        for (int run = 0; run < runs; run++)
+          bulk_store(cache(run) + dst_run,
+                     codes + ((size_t)token * runs + run) * code_bytes, code_bytes);
+    }
+  }
   bulk_stores_wait_read();
 #endif
 }
@@ -439,11 +486,9 @@ __global__ void __launch_bounds__(32) prologue_copy_kernel(const prologue_params
 template <typename T, typename C>
 cudaError_t launch_prologue(const prologue_params &params, unsigned grid, size_t shared_bytes,
                             cudaStream_t stream, bool chained) {
-  if constexpr (std::is_same<T, C>::value) {
-    if (params.bulk_copy_tokens > 0)
-      return launch_chained(prologue_copy_kernel<T>, dim3(grid), 32, shared_bytes, stream,
-                            chained, params);
-  }
+  if (params.bulk_copy_tokens > 0)
+    return launch_chained(prologue_copy_kernel<T, C>, dim3(grid), 32, shared_bytes, stream,
+                          chained, params);
   return launch_chained(params.rotary_in_lane ? prologue_kernel<T, C, true>
                                               : prologue_kernel<T, C, false>,
                         dim3(grid), kPrologueThreads, shared_bytes, stream, chained, params);

@@ -110,6 +110,24 @@ int main(void) {
     RUN(all, quant, axes);
   }
 
+  /* the same without QK-Norm and RoPE: on sm_90 unpacked inputs take the bulk-copy kernel, which
+   * quantizes in shared memory, where a run's codes are a multiple of 16 bytes (one KV head: 128
+   * channels are, 80 are not and take the register kernel) */
+  gpu_case quant_copy = quant;
+  quant_copy.name = "prologue_quant_copy";
+  quant_copy.kv_num_heads = 1;
+  quant_copy.rotary = 0;
+  quant_copy.qk_norm = 0;
+  {
+    const gpu_axis axes[] = {GPU_AXIS(head_size, 128, 80),
+                             GPU_AXIS(cache_dtype, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
+                             GPU_AXIS(k_quant, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL),
+                             GPU_AXIS(v_quant, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL),
+                             GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16),
+                             GPU_AXIS(packed, 0, 1)};
+    RUN(all, quant_copy, axes);
+  }
+
   /* explicit slot_mapping, with -1, out-of-range and negative slots, and tokens of no sequence
    * (t >= cu[B]) whose valid-looking slots must stay unwritten */
   gpu_case slots = gpu_case_default("prologue_slots");
@@ -176,7 +194,8 @@ int main(void) {
     RUN(all, mla, axes);
   }
 
-  /* LATENT without RoPE: the latent row alone, copied (on sm_90, by the bulk-copy kernel) */
+  /* LATENT without RoPE: the latent row alone, copied or quantized (on sm_90, by the bulk-copy
+   * kernel) */
   gpu_case mla_copy = gpu_case_default("prologue_latent_copy");
   mla_copy.layout = PA_KV_CACHE_LAYOUT_LATENT;
   mla_copy.head_size = 576;
@@ -186,9 +205,11 @@ int main(void) {
   mla_copy.max_q_len = 3;
   mla_copy.zero_q_lens = 1;
   {
-    const gpu_axis axes[] = {GPU_AXIS(slots, GPU_SLOTS_NONE, GPU_SLOTS_WITH_INVALID),
-                             GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16),
-                             GPU_AXIS(block_size, 16, 64)};
+    const gpu_axis axes[] = {
+        GPU_AXIS(slots, GPU_SLOTS_NONE, GPU_SLOTS_WITH_INVALID),
+        GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16), GPU_AXIS(block_size, 16, 64),
+        GPU_AXIS(cache_dtype, 0, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
+        GPU_AXIS(k_quant, PA_QUANT_NONE, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL)};
     RUN(all, mla_copy, axes);
   }
 
