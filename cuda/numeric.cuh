@@ -44,10 +44,13 @@ template <> __device__ __forceinline__ float from_float<float>(float x) { return
 // Quantization exactly as spec/tables.md §8.3: reciprocal multiply, round half to even, saturate.
 // The input x is the T-rounded value (doc/semantics.md, prologue step 5).
 template <typename C> __device__ __forceinline__ C quantize(float x, float inv_scale);
+// round(x * inv_scale) to nearest even, saturated to [-128, 127]. Clamping before rounding gives
+// the same code (the bounds are integers; NaN clamps to -128 either way); adding 1.5 * 2^23 then
+// leaves the rounded value in the sum's low mantissa bits, which avoids the slow float-to-integer
+// conversion and rounding instructions.
 template <> __device__ __forceinline__ int8_t quantize<int8_t>(float x, float inv_scale) {
-  float y = rintf(x * inv_scale);
-  y = fminf(fmaxf(y, -128.0f), 127.0f);
-  return (int8_t)y;
+  const float y = fminf(fmaxf(__fmul_rn(x, inv_scale), -128.0f), 127.0f);
+  return (int8_t)(__float_as_int(__fadd_rn(y, 12582912.0f)) & 0xff);
 }
 template <> __device__ __forceinline__ fp8_e4m3 quantize<fp8_e4m3>(float x, float inv_scale) {
   float y = x * inv_scale;

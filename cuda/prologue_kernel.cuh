@@ -32,6 +32,24 @@ __device__ __forceinline__ void store8_t(T *dst, const float (&x)[8]) {
   *reinterpret_cast<uint4 *>(dst) = raw;
 }
 
+// Quantizes eight values, each already exact in T, to an 8-bit cache type and stores them (8
+// bytes); the scale of value i is channel `channel + i` of `head` (PER_CHANNEL) or the single one.
+template <typename C>
+__device__ __forceinline__ void store8_codes(C *dst, const float (&x)[8], const float *scale,
+                                             pa_quant_type quant, float tensor_inv_scale, int head,
+                                             int head_size, int channel) {
+  uint2 raw;
+  C *e = reinterpret_cast<C *>(&raw);
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    const float inv_scale = quant == PA_QUANT_PER_CHANNEL
+                                ? 1.0f / __ldg(scale + (int64_t)head * head_size + channel + i)
+                                : tensor_inv_scale;
+    e[i] = quantize<C>(x[i], inv_scale);
+  }
+  *reinterpret_cast<uint2 *>(dst) = raw;
+}
+
 // Rounds eight values to T, quantizes them to the cache type (K and V each with their own scale)
 // and stores them: 16 bytes for a T cache, 8 bytes for an 8-bit one.
 template <typename T, typename C>
@@ -41,17 +59,10 @@ __device__ __forceinline__ void store8_cache(C *dst, const float (&x)[8], const 
   if constexpr (!is_quantized<C>::value) {
     store8_t<T>(reinterpret_cast<T *>(dst), x);
   } else {
-    uint2 raw;
-    C *e = reinterpret_cast<C *>(&raw);
+    float rounded[8];
 #pragma unroll
-    for (int i = 0; i < 8; i++) {
-      float rounded = to_float(from_float<T>(x[i]));
-      float inv_scale = quant == PA_QUANT_PER_CHANNEL
-                            ? 1.0f / __ldg(scale + (int64_t)head * head_size + channel + i)
-                            : tensor_inv_scale;
-      e[i] = quantize<C>(rounded, inv_scale);
-    }
-    *reinterpret_cast<uint2 *>(dst) = raw;
+    for (int i = 0; i < 8; i++) rounded[i] = to_float(from_float<T>(x[i]));
+    store8_codes<C>(dst, rounded, scale, quant, tensor_inv_scale, head, head_size, channel);
   }
 }
 
@@ -402,7 +413,7 @@ __global__ void __launch_bounds__(kPrologueThreads, prologue_min_ctas_per_sm<C, 
 // into shared memory while the token's lane looks up the slot, and stores it from there: no row
 // data passes through the SM's load path, so the lookup's dependent loads do not wait behind it.
 // A T cache takes the runs as loaded; an 8-bit cache's runs are quantized in shared memory by the
-// whole warp first (store8_cache, as the register kernel does). Lane j of CTA c handles token
+// whole warp first (store8_codes, as the register kernel does). Lane j of CTA c handles token
 // c * bulk_copy_tokens + j.
 template <typename T, typename C>
 __global__ void __launch_bounds__(32) prologue_copy_kernel(const prologue_params prm) {
@@ -468,7 +479,7 @@ __global__ void __launch_bounds__(32) prologue_copy_kernel(const prologue_params
         for (int e = lane * 8; e < run_elems; e += 32 * 8) {
           float x[8];
           unpack8<T>(*reinterpret_cast<const uint4 *>(in + e), x);
-          store8_cache<T, C>(out + e, x, scale, quant, inv_scale, 0, 0, e);
+          store8_codes<C>(out + e, x, scale, quant, inv_scale, 0, 0, e);  // x is exact in T
         }
       }
       fence_shared_for_bulk_copies();
