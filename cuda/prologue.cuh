@@ -62,6 +62,9 @@ struct prologue_params {
 // exceeds kBulkCopyMaxTokenBytes take the register kernel.
 constexpr int64_t kBulkCopyStagingBytes = 4 * 1024;
 constexpr int64_t kBulkCopyMaxTokenBytes = 32 * 1024;  // within the 48 KB a CTA has unasked
+// Warps of a prologue_copy_kernel CTA for an 8-bit cache: they quantize each token's runs together
+// (a T cache's CTA is one warp).
+constexpr int kBulkCopyQuantizeWarps = 2;
 
 // Launches the prologue for activation type T and cache element type C (T, int8_t, fp8_e4m3);
 // chained: programmatic dependent launch (chained_launch.cuh; compute capability 9.0 and newer).

@@ -407,26 +407,36 @@ __global__ void __launch_bounds__(kPrologueThreads, prologue_min_ctas_per_sm<C, 
   }
 }
 
+// Threads of a prologue_copy_kernel CTA: one warp for a T cache (its lanes only issue copies);
+// for an 8-bit cache kBulkCopyQuantizeWarps, which share the quantization of each token.
+template <typename C>
+constexpr int bulk_copy_threads() {
+  return 32 * (is_quantized<C>::value ? kBulkCopyQuantizeWarps : 1);
+}
+
 // The write path when no row is transformed (prologue_params::bulk_copy_tokens > 0: no QK-Norm,
 // no RoPE, no staged Q; sm_90 and newer). A token's K heads, and its V heads, are one contiguous
 // run in the input and another at its slot in the cache, so the bulk-copy engine loads each run
-// into shared memory while the token's lane looks up the slot, and stores it from there: no row
+// into shared memory while the token's thread looks up the slot, and stores it from there: no row
 // data passes through the SM's load path, so the lookup's dependent loads do not wait behind it.
 // A T cache takes the runs as loaded; an 8-bit cache's runs are quantized in shared memory by the
-// whole warp first (store8_codes, as the register kernel does). Lane j of CTA c handles token
+// whole CTA first (store8_codes, as the register kernel does). Thread j of CTA c handles token
 // c * bulk_copy_tokens + j.
+// (min blocks 1: no occupancy target; with none given, ptxas held the 64-thread variant to 32
+// registers and spilled)
 template <typename T, typename C>
-__global__ void __launch_bounds__(32) prologue_copy_kernel(const prologue_params prm) {
+__global__ void __launch_bounds__(bulk_copy_threads<C>(), 1) prologue_copy_kernel(
+    const prologue_params prm) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr bool kQuantized = is_quantized<C>::value;
   // per token: its K and V runs as loaded; then, for an 8-bit cache, every token's runs quantized
   extern __shared__ __align__(128) unsigned char staging[];
   __shared__ uint64_t runs_loaded[32];  // per token
-  const int lane = threadIdx.x;
+  const int thread = threadIdx.x;
   const int64_t first_token = (int64_t)blockIdx.x * prm.bulk_copy_tokens;
   const int64_t left = prm.token_count - first_token;
   const int tokens = (int)(left < prm.bulk_copy_tokens ? left : prm.bulk_copy_tokens);
-  const int64_t t = first_token + lane;
+  const int64_t t = first_token + thread;
   wait_for_previous_kernel();  // the inputs may come from the stream's previous kernel
 
   const int run_elems = prm.kv_num_heads * prm.head_size;
@@ -436,58 +446,61 @@ __global__ void __launch_bounds__(32) prologue_copy_kernel(const prologue_params
     return staging + ((size_t)token * runs + run) * run_bytes;
   };
   int64_t dst_run = -1;  // element offset of the token's run (head 0's K row) in either cache
-  if (lane < tokens) {
-    uint64_t *loaded = &runs_loaded[lane];
+  if (thread < tokens) {
+    uint64_t *loaded = &runs_loaded[thread];
     bytes_barrier_init(loaded, runs * run_bytes);
-    bulk_load(loaded_run(lane, 0), static_cast<const T *>(prm.key) + t * prm.kv_row_elems,
+    bulk_load(loaded_run(thread, 0), static_cast<const T *>(prm.key) + t * prm.kv_row_elems,
               run_bytes, loaded);
     if (runs == 2)
-      bulk_load(loaded_run(lane, 1), static_cast<const T *>(prm.value) + t * prm.kv_row_elems,
+      bulk_load(loaded_run(thread, 1), static_cast<const T *>(prm.value) + t * prm.kv_row_elems,
                 run_bytes, loaded);
     const int32_t likely_b = likely_sequence(prm, t);
     dst_run = find_row_destination(prm, t, ROW_K, 0, likely_b,
                                    likely_past_length(prm, true, likely_b))
                   .row;
   }
-  if constexpr (kQuantized) __syncwarp();  // every lane waits on every token's barrier: its init first
   auto cache = [&](int run) { return static_cast<C *>(run == 0 ? prm.key_cache : prm.value_cache); };
 
   if constexpr (!kQuantized) {
-    if (lane >= tokens) return;
-    bytes_barrier_wait(&runs_loaded[lane]);  // also when not written: the loads must land first
+    if (thread >= tokens) return;
+    bytes_barrier_wait(&runs_loaded[thread]);  // also when not written: the loads must land first
     if (dst_run < 0) return;
     for (int run = 0; run < runs; run++)
-      bulk_store(cache(run) + dst_run, loaded_run(lane, run), run_bytes);
+      bulk_store(cache(run) + dst_run, loaded_run(thread, run), run_bytes);
   } else {
+    __shared__ int64_t token_dst_run[32];
+    if (thread < tokens) token_dst_run[thread] = dst_run;
+    __syncthreads();  // every thread waits on every token's barrier: its init first
     const uint32_t code_bytes = (uint32_t)run_elems * sizeof(C);
     unsigned char *const codes = staging + (size_t)tokens * runs * run_bytes;
+    auto code_run = [&](int token, int run) {
+      return codes + ((size_t)token * runs + run) * code_bytes;
+    };
     // K's run, then V's, each with its own scale
     const float k_inv_scale = prm.k_quant == PA_QUANT_PER_TENSOR ? 1.0f / __ldg(prm.k_scale) : 1.0f;
     const float v_inv_scale =
         runs == 2 && prm.v_quant == PA_QUANT_PER_TENSOR ? 1.0f / __ldg(prm.v_scale) : 1.0f;
     for (int token = 0; token < tokens; token++) {
-      bytes_barrier_wait(&runs_loaded[token]);  // every lane: all of them quantize the token
-      const int64_t token_dst = __shfl_sync(0xffffffffu, dst_run, token);
-      if (token_dst < 0) continue;
+      bytes_barrier_wait(&runs_loaded[token]);
+      if (token_dst_run[token] < 0) continue;  // the same for every thread
       for (int run = 0; run < runs; run++) {
         const T *in = reinterpret_cast<const T *>(loaded_run(token, run));
-        C *out = reinterpret_cast<C *>(codes + ((size_t)token * runs + run) * code_bytes);
+        C *out = reinterpret_cast<C *>(code_run(token, run));
         const float *scale = run == 0 ? prm.k_scale : prm.v_scale;
         const pa_quant_type quant = run == 0 ? prm.k_quant : prm.v_quant;
         const float inv_scale = run == 0 ? k_inv_scale : v_inv_scale;
         // element e of the run is channel e % D of head e / D: its PER_CHANNEL scale is scale[e]
-        for (int e = lane * 8; e < run_elems; e += 32 * 8) {
+        for (int e = thread * 8; e < run_elems; e += bulk_copy_threads<C>() * 8) {
           float x[8];
           unpack8<T>(*reinterpret_cast<const uint4 *>(in + e), x);
           store8_codes<C>(out + e, x, scale, quant, inv_scale, 0, 0, e);  // x is exact in T
         }
       }
       fence_shared_for_bulk_copies();
-      __syncwarp();
-      if (lane == token)
+      __syncthreads();
+      if (thread == token)
         for (int run = 0; run < runs; run++)
-          bulk_store(cache(run) + dst_run,
-                     codes + ((size_t)token * runs + run) * code_bytes, code_bytes);
+          bulk_store(cache(run) + dst_run, code_run(token, run), code_bytes);
     }
   }
   bulk_stores_wait_read();
@@ -498,8 +511,8 @@ template <typename T, typename C>
 cudaError_t launch_prologue(const prologue_params &params, unsigned grid, size_t shared_bytes,
                             cudaStream_t stream, bool chained) {
   if (params.bulk_copy_tokens > 0)
-    return launch_chained(prologue_copy_kernel<T, C>, dim3(grid), 32, shared_bytes, stream,
-                          chained, params);
+    return launch_chained(prologue_copy_kernel<T, C>, dim3(grid), bulk_copy_threads<C>(),
+                          shared_bytes, stream, chained, params);
   return launch_chained(params.rotary_in_lane ? prologue_kernel<T, C, true>
                                               : prologue_kernel<T, C, false>,
                         dim3(grid), kPrologueThreads, shared_bytes, stream, chained, params);
