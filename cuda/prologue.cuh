@@ -51,7 +51,7 @@ struct prologue_params {
   int32_t lanes_per_row, lanes_log2;  // a power of two <= 32
   int32_t chunks_per_lane;            // <= kPrologueMaxChunksPerLane
   // > 0: no row is transformed, and prologue_copy_kernel (prologue_kernel.cuh) moves them with this
-  // many tokens per CTA of 32 threads, each token's K and V runs staged in shared memory
+  // many tokens per CTA (bulk_copy_threads), each token's K and V runs staged in shared memory
   int32_t bulk_copy_tokens;
 };
 

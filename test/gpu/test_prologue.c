@@ -196,14 +196,12 @@ int main(void) {
 
   /* LATENT without RoPE: the latent row alone, copied or quantized (on sm_90, by the bulk-copy
    * kernel) */
-  gpu_case mla_copy = gpu_case_default("prologue_latent_copy");
-  mla_copy.layout = PA_KV_CACHE_LAYOUT_LATENT;
-  mla_copy.head_size = 576;
-  mla_copy.v_head_size = 512;
+  gpu_case mla_copy = mla;
+  mla_copy.name = "prologue_latent_copy";
+  mla_copy.rotary = 0;
+  mla_copy.rotary_offset = 0;
+  mla_copy.rotary_dim = 0;
   mla_copy.num_heads = 16;
-  mla_copy.batch_size = 5;
-  mla_copy.max_q_len = 3;
-  mla_copy.zero_q_lens = 1;
   {
     const gpu_axis axes[] = {
         GPU_AXIS(slots, GPU_SLOTS_NONE, GPU_SLOTS_WITH_INVALID),
