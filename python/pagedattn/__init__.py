@@ -8,6 +8,8 @@ CPU torch; bfloat16 / float8 through ml_dtypes or torch) run the library's refer
 """
 import collections
 import ctypes
+import numbers
+import operator
 import threading
 
 from . import _arrays
@@ -90,14 +92,53 @@ def _parse(parser, name, value):
     return out.value
 
 
+INT_ATTRIBUTES = ("num_heads", "kv_num_heads", "local_window_size", "do_rotary",
+                  "rotary_interleaved", "v_head_size", "rotary_offset", "qk_output", "is_causal")
+FLOAT_ATTRIBUTES = ("scale", "softcap", "qk_norm_epsilon")
+STRING_ATTRIBUTES = ("k_quant_type", "v_quant_type", "k_cache_dtype", "v_cache_dtype",
+                     "kv_cache_layout")
+INT32_MIN, INT32_MAX = -2 ** 31, 2 ** 31 - 1
+
+
+def _describe_value(value):
+    return "%r (%s)" % (value, type(value).__name__)
+
+
+def _checked_attributes(kw):
+    """The attributes as the C struct will hold them: integers that fit int32 (a bool, a float or
+    a value that would wrap is rejected, not converted), real numbers, strings."""
+    checked = dict(kw)
+    for name in INT_ATTRIBUTES:
+        value = kw[name]
+        try:
+            if isinstance(value, bool):
+                raise TypeError
+            number = operator.index(value)
+        except TypeError:
+            raise _argument_error("%s: expected an integer, got %s"
+                                  % (name, _describe_value(value))) from None
+        if not INT32_MIN <= number <= INT32_MAX:
+            raise _argument_error("%s: expected an integer in [%d, %d] (int32), got %d"
+                                  % (name, INT32_MIN, INT32_MAX, number))
+        checked[name] = number
+    for name in FLOAT_ATTRIBUTES:
+        value = kw[name]
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise _argument_error("%s: expected a real number, got %s"
+                                  % (name, _describe_value(value)))
+        checked[name] = float(value)
+    for name in STRING_ATTRIBUTES:
+        value = kw[name]
+        if value is not None and not isinstance(value, str):
+            raise _argument_error("%s: expected a string, got %s" % (name, _describe_value(value)))
+    return checked
+
+
 def _attributes(kw):
     attrs = C.Attributes()
     C.library().pa_attributes_init(ctypes.byref(attrs))
-    for name in ("num_heads", "kv_num_heads", "local_window_size", "do_rotary",
-                 "rotary_interleaved", "v_head_size", "rotary_offset", "qk_output", "is_causal"):
-        setattr(attrs, name, int(kw[name]))
-    for name in ("scale", "softcap", "qk_norm_epsilon"):
-        setattr(attrs, name, float(kw[name]))
+    for name in INT_ATTRIBUTES + FLOAT_ATTRIBUTES:
+        setattr(attrs, name, kw[name])
     for name in ("k_quant_type", "v_quant_type"):
         setattr(attrs, name, _parse("pa_quant_type_parse", name, kw[name]))
     for name in ("k_cache_dtype", "v_cache_dtype"):
@@ -118,12 +159,12 @@ def _output_shape(query, key, kw):
     """(token_count, num_heads * effective v_head_size), from the shapes (doc/semantics.md)."""
     if len(query.shape) != 2:
         raise _argument_error("query: rank must be 2, got %d" % len(query.shape))
-    heads, kv_heads = int(kw["num_heads"]), int(kw["kv_num_heads"])
+    heads, kv_heads = kw["num_heads"], kw["kv_num_heads"]
     if heads <= 0 or kv_heads <= 0:
         return (query.shape[0], 0)  # the library names the bad attribute
     packed = key is None and kw["kv_cache_layout"] in (None, "", "SEPARATE")
     head_size = query.shape[1] // (heads + 2 * kv_heads if packed else heads)
-    v_head_size = int(kw["v_head_size"]) or head_size
+    v_head_size = kw["v_head_size"] or head_size
     return (query.shape[0], heads * v_head_size)
 
 
@@ -190,9 +231,17 @@ def _metadata_values(attention_metadata):
     if hasattr(attention_metadata, "__cuda_array_interface__") or getattr(
             getattr(attention_metadata, "device", None), "type", "cpu") != "cpu":
         raise _argument_error("attention_metadata: expected two host ints, got a device array")
-    metadata = tuple(int(v) for v in attention_metadata)
+    try:
+        metadata = tuple(operator.index(v) for v in attention_metadata)
+    except TypeError:
+        raise _argument_error("attention_metadata: expected two host ints, got %r"
+                              % (attention_metadata,)) from None
     if len(metadata) != 2:
         raise _argument_error("attention_metadata: expected 2 values, got %d" % len(metadata))
+    for value in metadata:
+        if not 0 <= value <= INT32_MAX:
+            raise _argument_error("attention_metadata: expected values in [0, %d] (int32), got %d"
+                                  % (INT32_MAX, value))
     return metadata
 
 
@@ -207,12 +256,12 @@ def _output_descs(arrays, qk_array, kw):
     qk = descs[C.PA_OUT_QK]
     if qk_array is not None:
         _describe(qk, qk_array)
-    elif int(kw["qk_output"]) != 0:
+    elif kw["qk_output"] != 0:
         if block_table is None or len(block_table.shape) != 2 or len(key_cache.shape) != 4:
             raise _argument_error("output_qk: cannot size it: block_table must be rank 2 and "
                                   "key_cache rank 4")
         qk.dtype, qk.rank = C.PA_DTYPE_FLOAT32, 3
-        qk.dims[0], qk.dims[1] = int(kw["num_heads"]), query.shape[0]
+        qk.dims[0], qk.dims[1] = kw["num_heads"], query.shape[0]
         qk.dims[2] = block_table.shape[1] * key_cache.shape[1]
     return descs
 
@@ -273,7 +322,9 @@ def paged_attention(query, key, value, key_cache, value_cache, cumulative_sequen
               k_quant_type=k_quant_type, v_quant_type=v_quant_type, k_cache_dtype=k_cache_dtype,
               v_cache_dtype=v_cache_dtype, v_head_size=v_head_size, rotary_offset=rotary_offset,
               kv_cache_layout=kv_cache_layout, qk_output=qk_output, is_causal=is_causal)
-    if backend not in C.BACKENDS:
+    kw = _checked_attributes(kw)
+    qk_output = kw["qk_output"]
+    if not isinstance(backend, str) or backend not in C.BACKENDS:
         raise _argument_error("backend: expected one of %s, got %r"
                               % (", ".join(C.BACKENDS), backend))
     if query is None or key_cache is None:
@@ -283,6 +334,11 @@ def paged_attention(query, key, value, key_cache, value_cache, cumulative_sequen
                q_norm_weight, k_norm_weight, k_scale, v_scale, None, query_positions,
                attention_bias)
     arrays, qk_array = _wrap_arrays(tensors, output_qk, k_cache_dtype, v_cache_dtype)
+    for name, arr in (("key_cache", arrays[C.PA_IN_KEY_CACHE]),
+                      ("value_cache", arrays[C.PA_IN_VALUE_CACHE]), ("output_qk", qk_array)):
+        if arr is not None and not arr.writable:
+            raise _argument_error("%s: expected a writable array (the call writes it in place), "
+                                  "got a read-only one" % name)
     metadata = _metadata_values(attention_metadata)
     q = arrays[0]
     framework = _arrays.cuda_framework(q) if q.is_cuda else None
@@ -317,11 +373,11 @@ def paged_attention(query, key, value, key_cache, value_cache, cumulative_sequen
 
     out_desc = out_descs[C.PA_OUT_OUTPUT]
     output = _arrays.empty(q, tuple(out_desc.dims[:2]), q.dtype)
-    if int(qk_output) != 0 and qk_array is None:
+    if qk_output != 0 and qk_array is None:
         output_qk = _arrays.empty(q, tuple(out_descs[C.PA_OUT_QK].dims[:3]), C.PA_DTYPE_FLOAT32)
         qk_array = _arrays.wrap("output_qk", output_qk)
     _execute(plan, arrays, _arrays.wrap("output", output),
-             qk_array if int(qk_output) != 0 else None, framework, device, stream)
-    if int(qk_output) != 0:
+             qk_array if qk_output != 0 else None, framework, device, stream)
+    if qk_output != 0:
         return output, qk_array.obj
     return output

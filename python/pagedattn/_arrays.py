@@ -18,6 +18,11 @@ _ITEMSIZE = {C.PA_DTYPE_FLOAT32: 4, C.PA_DTYPE_FLOAT16: 2, C.PA_DTYPE_BFLOAT16: 
              C.PA_DTYPE_UINT8: 1}
 
 
+# Inputs whose only element type is int32 (validation rules V09-V11, V16, V26).
+INT32_ARGUMENTS = ("cumulative_sequence_length", "past_seqlens", "block_table", "slot_mapping",
+                   "query_positions")
+
+
 class ArgumentError(Exception):
     """An input the binding cannot pass to the library; turned into pagedattn.Error."""
 
@@ -26,11 +31,11 @@ class Array:
     """kind: "numpy", "torch", "cupy" or "cai"; device: None on the host, else a CUDA ordinal
     (-1 when an interface-only object does not say which)."""
 
-    __slots__ = ("obj", "kind", "dtype", "shape", "ptr", "device", "contiguous")
+    __slots__ = ("obj", "kind", "dtype", "shape", "ptr", "device", "contiguous", "writable")
 
-    def __init__(self, obj, kind, dtype, shape, ptr, device, contiguous):
+    def __init__(self, obj, kind, dtype, shape, ptr, device, contiguous, writable=True):
         self.obj, self.kind, self.dtype, self.shape = obj, kind, dtype, tuple(int(d) for d in shape)
-        self.ptr, self.device, self.contiguous = ptr, device, contiguous
+        self.ptr, self.device, self.contiguous, self.writable = ptr, device, contiguous, writable
 
     @property
     def is_cuda(self):
@@ -65,9 +70,14 @@ def wrap(name, obj):
         if arr.is_cuda and device is None:
             arr.device = -1
     elif module == "numpy":
+        import numpy as np
+        if not isinstance(obj, np.ndarray):
+            raise ArgumentError("%s: expected an array (numpy.ndarray, torch.Tensor or a CUDA "
+                                "array), got %s.%s; wrap it with numpy.asarray"
+                                % (name, module, type(obj).__name__))
         dtype = _DTYPE_BY_NAME.get(obj.dtype.name)
         arr = Array(obj, "numpy", dtype, obj.shape, obj.ctypes.data, None,
-                    obj.flags["C_CONTIGUOUS"])
+                    obj.flags["C_CONTIGUOUS"], bool(obj.flags.writeable))
     elif module == "cupy":
         dtype = _DTYPE_BY_NAME.get(obj.dtype.name)
         arr = Array(obj, "cupy", dtype, obj.shape, obj.data.ptr, obj.device.id,
@@ -78,12 +88,16 @@ def wrap(name, obj):
         shape = tuple(cai["shape"])
         strides = cai.get("strides")
         contiguous = strides is None or tuple(strides) == _c_strides(shape, int(cai["typestr"][2:]))
-        arr = Array(obj, "cai", dtype, shape, cai["data"][0] or 0, -1, contiguous)
+        arr = Array(obj, "cai", dtype, shape, cai["data"][0] or 0, -1, contiguous,
+                    not cai["data"][1])
     elif hasattr(obj, "__array_interface__") or hasattr(obj, "__array__"):
         raise ArgumentError("%s: expected a numpy array, a torch tensor or a CUDA array, got %s; "
                             "convert it with numpy.asarray" % (name, type(obj).__name__))
     else:
         raise ArgumentError("%s: expected an array, got %s" % (name, type(obj).__name__))
+    if arr.dtype is None and name in INT32_ARGUMENTS:
+        raise ArgumentError("%s: expected dtype int32, got %s (numpy's default integer is int64: "
+                            "make it with dtype=numpy.int32)" % (name, getattr(obj, "dtype", None)))
     if arr.dtype is None:
         raise ArgumentError("%s: unsupported element type %s (expected one of float32, float16, "
                             "bfloat16, int8, float8_e4m3fn, int32, uint8)"

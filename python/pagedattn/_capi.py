@@ -1,7 +1,5 @@
 """ctypes declarations of include/pagedattn/pagedattn.h and the search for libpagedattn.so."""
 import ctypes
-import ctypes.util
-import glob
 import os
 
 # pa_status values (the header's enum).
@@ -72,7 +70,11 @@ OutputPtrs = ctypes.c_void_p * PA_NUM_OUTPUTS
 
 
 def _candidate_paths():
-    """Where the library may be, in the order the binding tries them."""
+    """Where the library may be, in the order the binding tries them (doc/python.md):
+    1. PAGEDATTN_LIBRARY, when set: that file and nothing else;
+    2. the library installed with the package: beside these files (a wheel from `pip install .`),
+       or the libdir that `meson install` recorded in _config.py;
+    3. `build/libpagedattn.so` of the source checkout this package lies in (python/pagedattn)."""
     env = os.environ.get("PAGEDATTN_LIBRARY")
     if env:
         yield env
@@ -80,17 +82,13 @@ def _candidate_paths():
     package_dir = os.path.dirname(os.path.abspath(__file__))
     yield os.path.join(package_dir, "libpagedattn.so")
     try:
-        from ._config import LIBDIR  # written by meson at install time
+        from ._config import LIBDIR  # written by meson at install time ("" in a wheel)
+    except ImportError:  # not installed: the package folder of a source checkout
+        yield os.path.join(os.path.dirname(os.path.dirname(package_dir)), "build",
+                           "libpagedattn.so")
+        return
+    if LIBDIR:
         yield os.path.join(LIBDIR, "libpagedattn.so.0")
-        yield os.path.join(LIBDIR, "libpagedattn.so")
-    except ImportError:
-        pass
-    repo = os.path.dirname(os.path.dirname(package_dir))
-    built = glob.glob(os.path.join(repo, "build*", "libpagedattn.so"))
-    yield from sorted(built, key=os.path.getmtime, reverse=True)
-    found = ctypes.util.find_library("pagedattn")
-    if found:
-        yield found
 
 
 def _declare(lib):
@@ -135,15 +133,20 @@ def library():
     if _lib is None:
         tried = []
         for path in _candidate_paths():
+            if not os.path.exists(path):
+                tried.append("%s (no such file)" % path)
+                continue
             try:
-                _lib = _declare(ctypes.CDLL(path))
-                _lib.path = path
-                break
+                lib = ctypes.CDLL(path)
             except OSError as e:
-                tried.append("%s (%s)" % (path, e))
+                raise ImportError("pagedattn: cannot load %s: %s" % (path, e)) from None
+            _lib = _declare(lib)
+            _lib.path = path
+            break
         if _lib is None:
-            raise ImportError("pagedattn: libpagedattn.so not found; set PAGEDATTN_LIBRARY. Tried: "
-                              + ("; ".join(tried) or "nothing"))
+            raise ImportError("pagedattn: libpagedattn.so not found; install the package with "
+                              "`pip install .`, build the checkout into build/, or set "
+                              "PAGEDATTN_LIBRARY. Tried: " + "; ".join(tried))
     return _lib
 
 

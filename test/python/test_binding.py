@@ -266,6 +266,65 @@ class BindingBehaviour(unittest.TestCase):
         self.assertError("PA_ERROR_INVALID_ARGUMENT", "attention_metadata",
                          lambda: run_binding(dict(inputs, attention_metadata=(1, 2, 3)), attrs))
 
+    def test_read_only_arrays_the_call_writes_are_rejected(self):
+        inputs, attrs = self.case()
+        for name in ("key_cache", "value_cache"):
+            frozen = inputs[name].copy()
+            frozen.flags.writeable = False
+            before = frozen.copy()
+            self.assertError("PA_ERROR_INVALID_ARGUMENT", name + ": expected a writable array",
+                             lambda: pagedattn.paged_attention(
+                                 *cases.positional(dict(inputs, **{name: frozen})), **attrs))
+            np.testing.assert_array_equal(frozen.view(np.uint16), before.view(np.uint16))
+        # np.frombuffer over an immutable bytes object: the bytes must not change
+        raw = inputs["key_cache"].tobytes()
+        over_bytes = np.frombuffer(raw, inputs["key_cache"].dtype).reshape(inputs["key_cache"].shape)
+        self.assertError("PA_ERROR_INVALID_ARGUMENT", "key_cache: expected a writable array",
+                         lambda: pagedattn.paged_attention(
+                             *cases.positional(dict(inputs, key_cache=over_bytes)), **attrs))
+        self.assertEqual(raw, inputs["key_cache"].tobytes())
+        cfg = dataclasses.replace(BASE, qk_output=1)
+        inputs, attrs = self.case(cfg)
+        qk = np.zeros((cfg.num_heads, inputs["query"].shape[0],
+                       inputs["block_table"].shape[1] * cfg.block_size), np.float32)
+        qk.flags.writeable = False
+        self.assertError("PA_ERROR_INVALID_ARGUMENT", "output_qk: expected a writable array",
+                         lambda: run_binding(inputs, attrs, output_qk=qk))
+
+    def test_python_arguments_checked_before_c(self):
+        """Each message names the argument, the expected value and the actual one."""
+        inputs, attrs = self.case()
+        for value, expected in ((2 ** 40, "num_heads: expected an integer in [-2147483648, "
+                                          "2147483647] (int32), got 1099511627776"),
+                                (2 ** 32 + 4, "num_heads: expected an integer in [-2147483648, "
+                                              "2147483647] (int32), got 4294967300"),
+                                (4.7, "num_heads: expected an integer, got 4.7 (float)"),
+                                (True, "num_heads: expected an integer, got True (bool)"),
+                                ("8", "num_heads: expected an integer, got '8' (str)")):
+            self.assertError("PA_ERROR_INVALID_ARGUMENT", expected,
+                             lambda: run_binding(inputs, dict(attrs, num_heads=value)))
+        self.assertError("PA_ERROR_INVALID_ARGUMENT", "scale: expected a real number, got 'x'",
+                         lambda: run_binding(inputs, dict(attrs, scale="x")))
+        self.assertError("PA_ERROR_INVALID_ARGUMENT", "k_quant_type: expected a string, got 3",
+                         lambda: run_binding(inputs, dict(attrs, k_quant_type=3)))
+        self.assertError("PA_ERROR_INVALID_ARGUMENT",
+                         "query: expected an array (numpy.ndarray, torch.Tensor or a CUDA array), "
+                         "got numpy.float16",
+                         lambda: run_binding(dict(inputs, query=np.float16(1.0)), attrs))
+        cu64 = inputs["cumulative_sequence_length"].astype(np.int64)
+        self.assertError("PA_ERROR_INVALID_ARGUMENT",
+                         "cumulative_sequence_length: expected dtype int32, got int64",
+                         lambda: run_binding(dict(inputs, cumulative_sequence_length=cu64), attrs))
+        self.assertError("PA_ERROR_INVALID_ARGUMENT",
+                         "attention_metadata: expected two host ints, got (1.5, 2)",
+                         lambda: run_binding(dict(inputs, attention_metadata=(1.5, 2)), attrs))
+        # numpy integers are integers: accepted, with the same result as Python ints
+        expected, _ = run_binding(inputs, attrs)
+        converted = dict(attrs, num_heads=np.int64(attrs["num_heads"]),
+                         kv_num_heads=np.int32(attrs["kv_num_heads"]))
+        np.testing.assert_array_equal(run_binding(inputs, converted)[0].view(np.uint16),
+                                      expected.view(np.uint16))
+
     @unittest.skipUnless(cases.torch_available(), "torch is not installed")
     def test_cpu_torch_matches_numpy(self):
         import torch
