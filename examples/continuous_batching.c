@@ -12,13 +12,8 @@
  * Runs on the GPU when a device is present and a built backend serves the request; otherwise on the
  * reference executor (PA_DEVICE_HOST plans + pa_execute_reference).
  *
- *   continuous_batching [--host] [--check] [--graph] [--require-gpu]
- *     --host         use the reference executor even when a GPU is present
- *     --check        on the GPU, also run every step on the reference (host copies of the same
- *                    buffers) and compare outputs and caches; exit 1 on a mismatch
- *     --graph        pad decode batches to a fixed shape and, on the GPU, capture the first decode
- *                    step in a CUDA graph and replay it for every later one (doc/cuda-graphs.md)
- *     --require-gpu  exit 77 (a skipped test) when there is no GPU, 1 when planning for it fails
+ * It ends with what it ran on (backend, device) and a checksum of every step's outputs; options
+ * that cannot apply (--check or a CUDA graph without a GPU) say so. --help describes the options.
  */
 #include <math.h>
 #include <stdint.h>
@@ -338,6 +333,23 @@ typedef struct options {
   int host_only, check, graph, require_gpu;
 } options;
 
+static const char usage[] =
+    "usage: %s [--host] [--check] [--graph] [--require-gpu] [--help]\n"
+    "A continuous-batching loop over a paged KV cache (one attention layer, bf16): requests arrive,\n"
+    "are prefilled, decode a token per step and free their blocks. Runs on the GPU when one is\n"
+    "present, else on the reference executor; ends with the backend, the device and a checksum of\n"
+    "every step's outputs. PA_SEED=<n> changes the random requests and data.\n"
+    "  --host         use the reference executor even when a GPU is present\n"
+    "  --check        on the GPU, also run every step on the reference executor (host copies of the\n"
+    "                 same buffers) and compare outputs and caches; exit 1 on a mismatch. Without a\n"
+    "                 GPU there is nothing to compare: it says so and runs the reference alone\n"
+    "  --graph        pad decode batches to one fixed shape and plan it once; on the GPU, capture\n"
+    "                 the first decode step in a CUDA graph and replay it for every later one\n"
+    "                 (without a GPU: the padded batches run on the reference, with no graph)\n"
+    "  --require-gpu  exit 77 (a skipped test) when there is no GPU, 1 when planning for it fails\n"
+    "  --help         print this text\n";
+
+/* 0: run; 1: exit 0 (--help); 2: a usage error */
 static int parse_options(int argc, char **argv, options *o) {
   memset(o, 0, sizeof *o);
   for (int i = 1; i < argc; i++) {
@@ -345,12 +357,23 @@ static int parse_options(int argc, char **argv, options *o) {
     else if (!strcmp(argv[i], "--check")) o->check = 1;
     else if (!strcmp(argv[i], "--graph")) o->graph = 1;
     else if (!strcmp(argv[i], "--require-gpu")) o->require_gpu = 1;
-    else {
-      fprintf(stderr, "usage: %s [--host] [--check] [--graph] [--require-gpu]\n", argv[0]);
+    else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      printf(usage, argv[0]);
       return 1;
+    } else {
+      fprintf(stderr, "%s: unknown option %s\n", argv[0], argv[i]);
+      fprintf(stderr, usage, argv[0]);
+      return 2;
     }
   }
   return 0;
+}
+
+/* FNV-1a over bytes: the outputs' checksum, identical across runs with the same seed and backend. */
+static uint64_t fnv1a(uint64_t hash, const void *data, size_t bytes) {
+  const unsigned char *p = data;
+  for (size_t i = 0; i < bytes; i++) hash = (hash ^ p[i]) * 0x100000001b3ULL;
+  return hash;
 }
 
 static pa_status make_plan(pa_plan **plan, const step_inputs *s, int device) {
@@ -381,7 +404,8 @@ static int gpu_usable(const options *o, step_inputs *probe) {
 
 int main(int argc, char **argv) {
   options opt;
-  if (parse_options(argc, argv, &opt)) return 2;
+  int parsed = parse_options(argc, argv, &opt);
+  if (parsed) return parsed == 1 ? 0 : 2;
   const char *seed_env = getenv("PA_SEED");
   uint64_t seed = seed_env ? strtoull(seed_env, NULL, 0) : 20261202u;
   rng_state = seed ? seed : 1;
@@ -400,10 +424,26 @@ int main(int argc, char **argv) {
   if (gpu_state < 0) printf("so the reference executor runs it\n");
   gpu g = {0};
   if (on_gpu && !gpu_open(&g, key_cache, value_cache)) return 1;
+  char device[320] = "the host (reference executor)";
+  if (on_gpu) {
+    int ordinal = 0;
+    struct cudaDeviceProp prop;
+    if (cudaGetDevice(&ordinal) == cudaSuccess &&
+        cudaGetDeviceProperties(&prop, ordinal) == cudaSuccess)
+      snprintf(device, sizeof device, "GPU %d (%s, sm_%d%d)", ordinal, prop.name, prop.major,
+               prop.minor);
+  }
+  const char *why_host = opt.host_only ? "--host was given" : "no usable GPU";
+  if (opt.check && !on_gpu)
+    printf("--check does not apply: %s, so the reference executor runs every step and there is "
+           "nothing to compare it with\n", why_host);
+  if (opt.graph && !on_gpu)
+    printf("--graph: %s, so decode batches are padded to one plan but run on the reference "
+           "executor, without a CUDA graph\n", why_host);
   printf("continuous batching: %d requests, %d-block pool of %d tokens, %d query / %d KV heads, "
-         "head size %d, bf16, on the %s (seed %llu)\n",
-         NUM_REQUESTS, NUM_BLOCKS, BLOCK_SIZE, NUM_HEADS, KV_NUM_HEADS, HEAD_SIZE,
-         on_gpu ? "GPU" : "reference executor", (unsigned long long)seed);
+         "head size %d, bf16, on %s (seed %llu)\n",
+         NUM_REQUESTS, NUM_BLOCKS, BLOCK_SIZE, NUM_HEADS, KV_NUM_HEADS, HEAD_SIZE, device,
+         (unsigned long long)seed);
 
   block_pool pool;
   memset(&pool, 0, sizeof pool);
@@ -420,6 +460,8 @@ int main(int argc, char **argv) {
   }
 
   int finished = 0, failed = 0, step = 0, total_tokens = 0, peak_blocks = 0;
+  uint64_t checksum = 0xcbf29ce484222325ULL;
+  char backends[64] = ""; /* the backends that ran, in order of first use */
   request *running[MAX_BATCH];
   int num_running = 0;
   pa_plan *decode_plan = NULL; /* --graph */
@@ -467,6 +509,17 @@ int main(int argc, char **argv) {
     } else {
       failed = report(pa_execute_reference(plan, in, out), "pa_execute_reference");
     }
+    if (failed) {
+      if (!padded) pa_plan_destroy(plan);
+      break;
+    }
+    /* the real tokens' rows (not --graph's padding): the GPU's download, or the reference's */
+    checksum = fnv1a(checksum, on_gpu ? gpu_output : step_in.output,
+                     (size_t)new_tokens * Q_ROW * sizeof(uint16_t));
+    const char *backend = pa_backend_name(pa_plan_backend(plan));
+    if (!strstr(backends, backend) && strlen(backends) + strlen(backend) + 3 < sizeof backends)
+      snprintf(backends + strlen(backends), sizeof backends - strlen(backends), "%s%s",
+               *backends ? ", " : "", backend);
     int in_use = NUM_BLOCKS - pool.num_free, waiting = 0;
     if (in_use > peak_blocks) peak_blocks = in_use;
     for (int i = 0; i < NUM_REQUESTS; i++)
@@ -475,7 +528,7 @@ int main(int argc, char **argv) {
     for (int b = 0; b < batch_size; b++) printf(" %d", batch[b]->id);
     printf("%*s  tokens %3d  blocks in use %2d/%d  waiting %d  backend %s%s\n",
            2 * (MAX_BATCH - batch_size), "", new_tokens, in_use, NUM_BLOCKS, waiting,
-           pa_backend_name(pa_plan_backend(plan)), replay ? " (graph replay)" : "");
+           backend, replay ? " (graph replay)" : "");
     if (!padded) pa_plan_destroy(plan);
     total_tokens += new_tokens;
 
@@ -510,5 +563,8 @@ int main(int argc, char **argv) {
   printf("done: %d requests in %d steps, %d tokens, peak %d/%d blocks, %d block reuses%s\n",
          NUM_REQUESTS, step, total_tokens, peak_blocks, NUM_BLOCKS, pool.reused,
          on_gpu && opt.check ? ", every step matched the reference" : "");
+  printf("ran on %s; backend %s%s; output checksum %016llx (FNV-1a of every step's bf16 outputs)\n",
+         device, backends, on_gpu && opt.graph ? " (decode steps replayed from a CUDA graph)" : "",
+         (unsigned long long)checksum);
   return 0;
 }
