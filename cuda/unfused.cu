@@ -273,8 +273,11 @@ __device__ float block_reduce(float x, Op op, float *shared) {
   return x;
 }
 
+// NaN-propagating (fmaxf drops a NaN): a NaN logit makes the row NaN (doc/semantics.md).
 struct max_op {
-  __device__ float operator()(float x, float y) const { return fmaxf(x, y); }
+  __device__ float operator()(float x, float y) const {
+    return x != x || y != y ? x + y : fmaxf(x, y);
+  }
 };
 struct sum_op {
   __device__ float operator()(float x, float y) const { return x + y; }
@@ -328,7 +331,7 @@ __global__ void __launch_bounds__(kRowThreads) masked_softmax_kernel(unfused_arg
       const float s = key_logit<T>(a, scores[c], a.key_mapped[(int64_t)b * a.kv_rows + c] != 0, b,
                                    h, j, q_pos, k);
       scores[c] = s;
-      row_max = fmaxf(row_max, s);
+      row_max = max_op()(row_max, s);
       if (a.qk_output == 1 && k < a.qk_capacity) store_qk(a, qk_row + k, s);
     }
     if (a.qk_output)  // positions outside the gathered range
@@ -336,19 +339,19 @@ __global__ void __launch_bounds__(kRowThreads) masked_softmax_kernel(unfused_arg
         if (k < keys.start || k >= keys.start + a.kv_rows)
           store_qk(a, qk_row + k, masked_qk_value(a.qk_output));
     row_max = block_reduce(row_max, max_op(), reduce_scratch);
-    const bool any_admitted = row_max > -INFINITY;
+    const bool any_admitted = row_max != -INFINITY;  // NaN: admitted, and the row is NaN
     const float sink = a.head_sink ? to_float(static_cast<const T *>(a.head_sink)[h]) : -INFINITY;
-    const float m = fmaxf(row_max, sink);
+    const float m = max_op()(row_max, sink);
 
     float den = 0.0f;
     for (int64_t c = threadIdx.x; c < a.kv_rows; c += blockDim.x)
-      if (scores[c] > -INFINITY) den += expf(scores[c] - m);
+      if (scores[c] != -INFINITY) den += expf(scores[c] - m);
     den = block_reduce(den, sum_op(), reduce_scratch);
     if (a.head_sink) den += expf(sink - m);
 
     for (int64_t c = threadIdx.x; c < a.kv_rows; c += blockDim.x) {
       const float s = scores[c];
-      const float prob = any_admitted && s > -INFINITY ? expf(s - m) / den : 0.0f;
+      const float prob = any_admitted && s != -INFINITY ? expf(s - m) / den : 0.0f;
       scores[c] = prob;
       if (a.qk_output == 2 && keys.start + c < a.qk_capacity)
         store_qk(a, qk_row + keys.start + c, prob);

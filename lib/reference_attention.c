@@ -120,10 +120,12 @@ static void attend_one_head(const pa__ref_call *call, const key_rows *rows, scra
       logit += pa__load_as_float(p->dtype, io->attention_bias, at);
     }
     s->scores[i] = logit;
-    if (logit > max_logit) max_logit = logit;
+    /* a NaN logit (from a NaN or Inf in q, K or the bias) poisons the row: NaN propagates
+     * (doc/semantics.md, non-finite inputs); once max_logit is NaN no comparison replaces it */
+    if (logit > max_logit || isnan(logit)) max_logit = logit;
     admitted_count++;
   }
-  /* no admitted key, or none with a finite logit (every bias -inf, no sink): a zero row */
+  /* no admitted key, or every admitted logit -inf (every bias -inf, no sink): a zero row */
   if (admitted_count == 0 || max_logit == -INFINITY) return;
 
   double denominator = has_sink ? exp((double)sink - max_logit) : 0.0;

@@ -164,6 +164,30 @@ for _name, _cfg in NAMED.items():
     setattr(ReferenceParity, "test_" + _name, _named_test(_name, _cfg))
 
 
+def poison_query(inputs, cfg):
+    """The inputs with a NaN in one channel of (token 0, head 1) and +Inf in every channel of
+    (token 3, head 2) (every logit of that row is then NaN: inf times keys of both signs), and the
+    (token, head) slices that must come out NaN (doc/semantics.md, non-finite inputs)."""
+    query = inputs["query"].copy()
+    d = cfg.head_size
+    query[0, 1 * d + 5] = np.nan
+    query[3, 2 * d:3 * d] = np.inf
+    return dict(inputs, query=query), ((0, 1), (3, 2))
+
+
+def assert_poisoned_rows(test, clean, poisoned, rows, head_size, what):
+    """The poisoned (token, head) slices are all NaN; every other element is bitwise the clean
+    run's."""
+    clean = np.asarray(clean, np.float32).reshape(clean.shape[0], -1, head_size)
+    poisoned = np.asarray(poisoned, np.float32).reshape(clean.shape)
+    mask = np.zeros(clean.shape[:2], bool)
+    for t, h in rows:
+        mask[t, h] = True
+        test.assertTrue(np.isnan(poisoned[t, h]).all(),
+                        "%s: token %d head %d should be NaN, got %s" % (what, t, h, poisoned[t, h][:4]))
+    np.testing.assert_array_equal(poisoned[~mask], clean[~mask], what)
+
+
 class BindingBehaviour(unittest.TestCase):
     def case(self, cfg=BASE):
         return cases.make_case(cfg, np.random.default_rng(SEED))
@@ -265,6 +289,17 @@ class BindingBehaviour(unittest.TestCase):
                          lambda: run_binding(inputs, attrs, backend="fastest"))
         self.assertError("PA_ERROR_INVALID_ARGUMENT", "attention_metadata",
                          lambda: run_binding(dict(inputs, attention_metadata=(1, 2, 3)), attrs))
+
+    def test_nan_or_inf_in_the_query_propagates(self):
+        cfg = dataclasses.replace(BASE, q_lens=(3, 1, 1, 2))
+        inputs, attrs = self.case(cfg)
+        clean, clean_work = run_binding(inputs, attrs)
+        poisoned_inputs, rows = poison_query(inputs, cfg)
+        poisoned, work = run_binding(poisoned_inputs, attrs)
+        assert_poisoned_rows(self, clean, poisoned, rows, cfg.head_size, "output")
+        for name in ("key_cache", "value_cache"):
+            np.testing.assert_array_equal(work[name].view(np.uint16),
+                                          clean_work[name].view(np.uint16), name)
 
     def test_read_only_arrays_the_call_writes_are_rejected(self):
         inputs, attrs = self.case()
