@@ -3,9 +3,10 @@
 Registered with torch.library (schema, fake kernel for tracing, in-place writes of key_cache,
 value_cache and output_qk declared), so torch.compile(fullgraph=True) traces through it without a
 graph break and CUDA graphs (torch.cuda.graph, mode="reduce-overhead") capture it. The arguments
-are those of pagedattn.paged_attention (doc/python.md), with two differences that a traced graph
-needs: it returns the output only, and with qk_output != 0 the caller passes a preallocated
-output_qk, which the op fills. Importing this module needs torch; `import pagedattn` does not.
+are those of pagedattn.paged_attention (doc/python.md), with differences that a traced graph
+needs: it returns the output only; with qk_output != 0 the caller passes a preallocated output_qk,
+which the op fills; output_qk comes right after attention_bias (a tensor cannot be keyword-only in
+a custom op's schema); no `stream` (the current stream is used). Importing this module needs torch; `import pagedattn` does not.
 """
 from typing import List, Optional
 
@@ -29,13 +30,13 @@ def paged_attention(
         k_norm_weight: Optional[torch.Tensor] = None, k_scale: Optional[torch.Tensor] = None,
         v_scale: Optional[torch.Tensor] = None, attention_metadata: Optional[List[int]] = None,
         query_positions: Optional[torch.Tensor] = None,
-        attention_bias: Optional[torch.Tensor] = None, *, num_heads: int, kv_num_heads: int,
+        attention_bias: Optional[torch.Tensor] = None, output_qk: Optional[torch.Tensor] = None,
+        *, num_heads: int, kv_num_heads: int,
         scale: float = 0.0, softcap: float = 0.0, local_window_size: int = -1, do_rotary: int = 0,
         rotary_interleaved: int = 0, qk_norm_epsilon: float = 1e-6, k_quant_type: str = "NONE",
         v_quant_type: str = "NONE", k_cache_dtype: str = "", v_cache_dtype: str = "",
         v_head_size: int = 0, rotary_offset: int = 0, kv_cache_layout: str = "SEPARATE",
-        qk_output: int = 0, is_causal: int = 1, backend: str = "auto",
-        output_qk: Optional[torch.Tensor] = None) -> torch.Tensor:
+        qk_output: int = 0, is_causal: int = 1, backend: str = "auto") -> torch.Tensor:
     _check_output_qk(qk_output, output_qk)
     result = _paged_attention(
         query, key, value, key_cache, value_cache, cumulative_sequence_length, past_seqlens,
@@ -62,11 +63,11 @@ def _check_output_qk(qk_output, output_qk):
 def _(query, key, value, key_cache, value_cache, cumulative_sequence_length, past_seqlens,
       block_table, cos_cache=None, sin_cache=None, slot_mapping=None, head_sink=None,
       q_norm_weight=None, k_norm_weight=None, k_scale=None, v_scale=None,
-      attention_metadata=None, query_positions=None, attention_bias=None, *, num_heads,
-      kv_num_heads, scale=0.0, softcap=0.0, local_window_size=-1, do_rotary=0,
+      attention_metadata=None, query_positions=None, attention_bias=None, output_qk=None, *,
+      num_heads, kv_num_heads, scale=0.0, softcap=0.0, local_window_size=-1, do_rotary=0,
       rotary_interleaved=0, qk_norm_epsilon=1e-6, k_quant_type="NONE", v_quant_type="NONE",
       k_cache_dtype="", v_cache_dtype="", v_head_size=0, rotary_offset=0,
-      kv_cache_layout="SEPARATE", qk_output=0, is_causal=1, backend="auto", output_qk=None):
+      kv_cache_layout="SEPARATE", qk_output=0, is_causal=1, backend="auto"):
     """The output's shape, (token_count, num_heads * effective v_head_size), as the binding sizes
     it: head_size = query.shape[1] / num_heads, or / (num_heads + 2 * kv_num_heads) for packed
     QKV (key absent in SEPARATE)."""
