@@ -36,10 +36,19 @@ BLOCKS_PER_SEQ = 6                # up to 96 tokens per sequence
 TOLERANCE = 5e-3                  # fp16, relative to 1 + |one-GPU output| (doc/semantics.md)
 
 
+def unavailable(host):
+    """Why this cannot run here (printed, exit 77), or None."""
+    if torch is None:
+        return "torch is not installed: skipped"
+    if not host and not torch.cuda.is_available():
+        return "no CUDA device: skipped (--host runs it on the reference executor)"
+    return None
+
+
 def launch(nproc, host):
     """Runs this script under torch.distributed.run with nproc ranks; returns its exit status."""
-    if torch is None or not (host or torch.cuda.is_available()):
-        print("no CUDA device (or no torch): skipped")
+    if unavailable(host):
+        print(unavailable(host))
         return 77
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                "--nproc-per-node", str(nproc), os.path.abspath(__file__)] + (["--host"] if host else [])
@@ -173,8 +182,8 @@ def main():
     args = parser.parse_args()
     if args.nproc:
         return launch(args.nproc, args.host)
-    if torch is None or not (args.host or torch.cuda.is_available()):
-        print("no CUDA device (or no torch): skipped")
+    if unavailable(args.host):
+        print(unavailable(args.host))
         return 77
     if "RANK" not in os.environ:
         print("run under torchrun, or with --nproc N (see the docstring)")

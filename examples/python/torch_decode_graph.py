@@ -9,8 +9,10 @@ import sys
 try:
     import torch
 except ImportError:
+    print("torch is not installed: skipped")
     sys.exit(77)
 if not torch.cuda.is_available():
+    print("no CUDA device: skipped")
     sys.exit(77)
 
 import pagedattn
