@@ -297,6 +297,10 @@ class BindingBehaviour(unittest.TestCase):
         poisoned_inputs, rows = poison_query(inputs, cfg)
         poisoned, work = run_binding(poisoned_inputs, attrs)
         assert_poisoned_rows(self, clean, poisoned, rows, cfg.head_size, "output")
+        independent = checks.run_reference_model(poisoned_inputs, attrs)["output"]
+        np.testing.assert_array_equal(np.isnan(np.asarray(independent, np.float64)),
+                                      np.isnan(np.asarray(poisoned, np.float32)),
+                                      "NaN positions against the numpy reference")
         for name in ("key_cache", "value_cache"):
             np.testing.assert_array_equal(work[name].view(np.uint16),
                                           clean_work[name].view(np.uint16), name)
