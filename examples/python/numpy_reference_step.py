@@ -1,7 +1,8 @@
 """One prefill step and one decode step of paged attention on numpy arrays.
 
 Host arrays run the library's reference executor (plain C), so this needs no GPU:
-    PAGEDATTN_LIBRARY=build/libpagedattn.so PYTHONPATH=python python3 examples/python/numpy_reference_step.py
+    PYTHONPATH=python python3 examples/python/numpy_reference_step.py
+(after `pip install .`, without PYTHONPATH)
 """
 import numpy as np
 

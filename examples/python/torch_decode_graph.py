@@ -1,7 +1,8 @@
 """A CUDA-graph decode loop on torch tensors: one paged_attention call is captured once and
 replayed; each replay appends one token per sequence, the lengths growing in device memory.
 
-    PAGEDATTN_LIBRARY=build/libpagedattn.so PYTHONPATH=python python3 examples/python/torch_decode_graph.py
+    PYTHONPATH=python python3 examples/python/torch_decode_graph.py
+(after `pip install .`, without PYTHONPATH)
 Exits 77 (a skipped test, for meson) where torch has no CUDA device.
 """
 import sys

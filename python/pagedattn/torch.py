@@ -2,11 +2,12 @@
 
 Registered with torch.library (schema, fake kernel for tracing, in-place writes of key_cache,
 value_cache and output_qk declared), so torch.compile(fullgraph=True) traces through it without a
-graph break and CUDA graphs (torch.cuda.graph, mode="reduce-overhead") capture it. The arguments
+graph break, and torch.cuda.graph captures the compiled call. The arguments
 are those of pagedattn.paged_attention (doc/python.md), with differences that a traced graph
 needs: it returns the output only; with qk_output != 0 the caller passes a preallocated output_qk,
 which the op fills; output_qk comes right after attention_bias (a tensor cannot be keyword-only in
-a custom op's schema); no `stream` (the current stream is used). Importing this module needs torch; `import pagedattn` does not.
+a custom op's schema); no `stream` (the current stream is used). Importing this module needs
+torch; `import pagedattn` does not.
 """
 from typing import List, Optional
 
