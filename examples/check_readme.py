@@ -58,7 +58,8 @@ if len(pip_lines) != 1:
     failures.append("README.md: expected one sh line with 'pip install .', got %d" % len(pip_lines))
 else:
     ci_runs(pip_lines[0].replace(".venv", "$venv").replace(
-        "pip install .", "pip install . -Csetup-args=-Dgpu_archs=80"), "the README's pip line")
+        "pip install .", "pip install . --config-settings=setup-args=-Dgpu_archs=80"),
+            "the README's pip line")
 
 # doc/vendoring.md's install recipe, with CI's prefix for /opt/pagedattn.
 vendoring = sh_lines((root / "doc/vendoring.md").read_text())
