@@ -7,8 +7,10 @@
 
 #include <algorithm>
 
+#include "common/split_merge.cuh"
 #include "decode_kernel.cuh"
 #include "internal.h"
+#include "launch_common.cuh"
 
 namespace pa {
 namespace detail {
@@ -51,7 +53,7 @@ __global__ void __launch_bounds__(kScheduleThreads) decode_schedule_kernel(const
     const int64_t token = chunk + threadIdx.x;
     int32_t splits = 0;
     if (token < P.token_count) {
-      const int64_t tiles = token_key_range(P, token).tiles;
+      const int64_t tiles = token_key_tiles(P, token).tiles;
       // an under-sized max_kv_len bound drops the tail splits: wrong, but inside the workspace
       splits = (int32_t)min((tiles + P.tiles_per_split - 1) / P.tiles_per_split,
                             (int64_t)P.num_split_slots);
@@ -315,12 +317,25 @@ pa_status decode_run(const pa_plan *plan, const pa__io *io, pa__stream stream) {
     err = launch_chained(decode_schedule_kernel, dim3(1), kScheduleThreads, 0, st, s->chained, P);
   if (err == cudaSuccess) err = s->variant.launch(P, s->grid, s->smem_bytes, st, s->chained);
   if (err == cudaSuccess && s->num_split_slots > 1) {
-    void (*merge)(const decode_params, int) = p->dtype == PA_DTYPE_BFLOAT16
-                                                  ? decode_merge_kernel<__nv_bfloat16>
-                                                  : decode_merge_kernel<__half>;
-    const int quantized = pa_dtype_size(p->k_cache_dtype) == 1;
+    split_merge_params M;
+    memset(&M, 0, sizeof M);
+    M.partial_out = P.partial_out;
+    M.partial_ml = P.partial_ml;
+    M.item_begin = P.item_begin;
+    M.num_split_slots = P.num_split_slots;
+    M.num_heads = P.num_heads;
+    M.group_size = P.group_size;
+    M.head_size = p->head_size;
+    M.head_sink = P.head_sink;
+    M.v_scale = P.v_scale;
+    M.v_quant = P.v_quant;
+    M.is_quantized_cache = pa_dtype_size(p->k_cache_dtype) == 1;
+    M.output = P.output;
+    void (*merge)(const split_merge_params) = p->dtype == PA_DTYPE_BFLOAT16
+                                                  ? split_merge_kernel<__nv_bfloat16>
+                                                  : split_merge_kernel<__half>;
     err = launch_chained(merge, dim3((unsigned)p->token_count, (unsigned)p->num_heads),
-                         kMergeThreads, 0, st, s->chained, P, quantized);
+                         kMergeThreads, 0, st, s->chained, M);
   }
   if (err != cudaSuccess)
     return pa__fail(PA_ERROR_CUDA, "DECODE: kernel launch failed: %s", cudaGetErrorString(err));

@@ -27,9 +27,11 @@
 
 #include <cuda_runtime.h>
 
-#include "chained_launch.cuh"
-#include "kv_access.cuh"
-#include "numeric.cuh"
+#include "common/attention_rules.cuh"
+#include "common/chained_launch.cuh"
+#include "common/numeric.cuh"
+#include "common/paged_kv.cuh"
+#include "common/tensor_core.cuh"
 
 namespace pa {
 namespace detail {
@@ -41,7 +43,6 @@ constexpr int kDecodeKeysPerWarp = kDecodeTileKeys / kDecodeWarps;  // 16: one m
 constexpr int kDecodeStages = 3;
 constexpr int kDecodeHeadsPerCta = 16;  // the M of m16n8k16
 constexpr int kDecodeRowPadBytes = 16;  // staggers shared rows across banks
-constexpr float kLog2e = 1.4426950408889634f;
 
 struct decode_params {
   const void *q;
@@ -88,200 +89,31 @@ __host__ __device__ inline int decode_smem_bytes(int head_size, int cache_elem_b
          kDecodeStages * 2 * kDecodeTileKeys * decode_kv_row_bytes(dmax, cache_elem_bytes);
 }
 
-// ---- small device pieces ------------------------------------------------------------------------
-
-__device__ __forceinline__ void cp_async_16(void *smem_dst, const void *global_src, bool fill) {
-  // src-size 0 zero-fills the 16 bytes without reading global memory (unmapped / beyond-range rows)
-  uint32_t dst = (uint32_t)__cvta_generic_to_shared(smem_dst);
-  int src_bytes = fill ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global_src),
-               "r"(src_bytes)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-// Four 8x8 matrices of 16-bit elements; lane l gives the address of row l % 8 of matrix l / 8.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void *row) {
-  uint32_t addr = (uint32_t)__cvta_generic_to_shared(row);
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr)
-               : "memory");
-}
-// The same, each matrix transposed: lane i receives column i / 4, rows 2 (i % 4) and 2 (i % 4) + 1.
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void *row) {
-  uint32_t addr = (uint32_t)__cvta_generic_to_shared(row);
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr)
-               : "memory");
-}
-
-template <typename T>
-struct mma_op;
-template <>
-struct mma_op<__half> {
-  __device__ static __forceinline__ void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                             uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-};
-template <>
-struct mma_op<__nv_bfloat16> {
-  __device__ static __forceinline__ void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                             uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-};
-
-// Weight of a partial state with running max m (log2 units) inside a merge whose max is m_all.
-__device__ __forceinline__ float softmax_rescale(float m, float m_all) { return exp2f(m - m_all); }
-
-// The output channel from the merged state (running max m, sum l, unnormalized o; log2 units):
-// the sink (log2 units, -inf when absent) joins the denominator only; a row with no admitted key
-// (l == 0) is zero, sink or not; v_scale_c dequantizes V. One definition for the direct path and
-// the merge kernel, so both round identically.
-__device__ __forceinline__ float finalize_output(float m, float l, float o, float sink,
-                                                 float v_scale_c) {
-  if (l == 0.0f) return 0.0f;
-  float m_all = fmaxf(m, sink);
-  float keep = exp2f(m - m_all);
-  float denominator = l * keep + exp2f(sink - m_all);
-  return o * keep / denominator * v_scale_c;
-}
-
-__device__ __forceinline__ float sink_log2(const decode_params &P, int head, bool is_bf16) {
-  if (!P.head_sink) return -INFINITY;
-  float s = is_bf16 ? to_float(reinterpret_cast<const __nv_bfloat16 *>(P.head_sink)[head])
-                    : to_float(reinterpret_cast<const __half *>(P.head_sink)[head]);
-  return s * kLog2e;
-}
-
-// The admitted key range [lo, hi) of token t (doc/semantics.md) and the 64-key tiles covering it:
+// The admitted keys [lo, hi) of token t (attention_rules.cuh) and the 64-key tiles covering them:
 // tile i starts at key (first_tile + i) * 64. Empty for a token with no sequence.
-struct key_range {
+struct decode_key_tiles {
   int32_t seq;  // -1: no sequence
   int64_t lo, hi;
   int64_t first_tile;
   int32_t tiles;
 };
-__device__ __forceinline__ key_range token_key_range(const decode_params &P, int64_t t) {
-  key_range r = {-1, 0, 0, 0, 0};
+__device__ __forceinline__ decode_key_tiles token_key_tiles(const decode_params &P, int64_t t) {
+  decode_key_tiles r = {-1, 0, 0, 0, 0};
   int32_t b = token_sequence(P.cu_seqlens, P.batch_size, t);
   if (b < 0) return r;
   r.seq = b;
-  int64_t first = __ldg(P.cu_seqlens + b);
-  int64_t q_len = __ldg(P.cu_seqlens + b + 1) - first;
-  int64_t past = __ldg(P.past_seqlens + b);
-  int64_t kv_len = past + q_len;
-  int64_t pos = P.query_positions ? (int64_t)__ldg(P.query_positions + t) : past + (t - first);
-  if (P.is_causal) {
-    r.hi = min(kv_len, pos + 1);
-    r.lo = P.window > 0 ? max((int64_t)0, pos - P.window + 1) : 0;
-  } else {
-    r.hi = kv_len;
-  }
-  if (r.hi <= r.lo) {
-    r.hi = r.lo;
-    return r;
-  }
+  const sequence_span span = load_sequence_span(P.cu_seqlens, P.past_seqlens, b);
+  const key_span keys = admitted_keys(token_position(P.query_positions, span, t), span.kv_len,
+                                      P.is_causal, P.window);
+  r.lo = keys.lo;
+  r.hi = keys.hi;
+  if (r.hi <= r.lo) return r;
   r.first_tile = r.lo / kDecodeTileKeys;
   r.tiles = (int32_t)((r.hi + kDecodeTileKeys - 1) / kDecodeTileKeys - r.first_tile);
   return r;
 }
 
 // ---- the main kernel ----------------------------------------------------------------------------
-
-// The B fragments of one warp's 16 keys (rows 0..15 of `tile`, row_bytes apart in shared memory),
-// for kLoads 16-channel blocks per call (one ldmatrix x4 covers 16 keys x 32 bytes):
-//   scores_k(b, ks): Q·K^T for k-steps ks + s, s < kLoads, channels [16 (ks + s), +16):
-//     b[s][0..1] keys 0-7, b[s][2..3] keys 8-15.
-//   values_v(b, n): P·V for n-tiles n + 2s and n + 2s + 1, s < kLoads, channels [8 n + 16 s, +16):
-//     b[s][0..1] n-tile n + 2s, b[s][2..3] n-tile n + 2s + 1.
-// 16-bit caches: ldmatrix (transposed for V), channels in order. 8-bit caches: the same ldmatrix
-// on the codes, a b16 element being two codes, so each lane gets 4 codes per register, converted
-// to two T pairs. That reorders the channels inside every 16-channel block: k-step k index
-// 2i + e (i < 4, e < 2) reads channel 4i + e and index 8 + 2i + e channel 4i + 2 + e, so store_q
-// writes Q in that order; P·V n-tile n (even) column c holds channel 8n + 2c and n-tile n + 1
-// column c channel 8n + 2c + 1, which store_out undoes.
-template <typename T, typename C>
-struct warp_fragments {
-  static constexpr int kLoads = 32 / (16 * (int)sizeof(C));
-  const unsigned char *tile;
-  int row_bytes, lane;
-  __device__ __forceinline__ void scores_k(uint32_t (&b)[kLoads][4], int ks) const {
-    if constexpr (sizeof(C) == 2) {
-      const int key = (lane / 16) * 8 + lane % 8, channel = ks * 16 + (lane / 8) % 2 * 8;
-      ldmatrix_x4(b[0], tile + key * row_bytes + channel * 2);
-    } else {
-      // codes[2s + h]: keys 8h + lane / 4, channels 16 (ks + s) + 4 (lane % 4) + 0..3
-      uint32_t codes[4];
-      ldmatrix_x4(codes, tile + (lane % 16) * row_bytes + ks * 16 + (lane / 16) * 16);
-#pragma unroll
-      for (int i = 0; i < 4; i++) {
-        b[i / 2][i % 2 * 2] = codes_to_t2<T, C, 0, 1>(codes[i]);
-        b[i / 2][i % 2 * 2 + 1] = codes_to_t2<T, C, 2, 3>(codes[i]);
-      }
-    }
-  }
-  __device__ __forceinline__ void values_v(uint32_t (&b)[kLoads][4], int n) const {
-    if constexpr (sizeof(C) == 2) {
-      const int key = (lane / 8) % 2 * 8 + lane % 8, channel = n * 8 + (lane / 16) * 8;
-      ldmatrix_x4_trans(b[0], tile + key * row_bytes + channel * 2);
-    } else {
-      // codes[2s + h]: keys 8h + 2 (lane % 4) + 0..1, channels 8n + 16s + 2 (lane / 4) + 0..1:
-      // bytes 0 and 2 are one channel's pair of keys, bytes 1 and 3 the next channel's
-      uint32_t codes[4];
-      ldmatrix_x4_trans(codes, tile + (lane % 16) * row_bytes + n * 8 + (lane / 16) * 16);
-#pragma unroll
-      for (int i = 0; i < 4; i++) {
-        b[i / 2][i % 2] = codes_to_t2<T, C, 0, 2>(codes[i]);
-        b[i / 2][2 + i % 2] = codes_to_t2<T, C, 1, 3>(codes[i]);
-      }
-    }
-  }
-  // Channels c..c+7 of a Q row (c % 8 == 0) into its shared row, in the order scores_k reads K.
-  __device__ static __forceinline__ void store_q(T *row, int c, uint4 v) {
-    if constexpr (sizeof(C) == 2) {
-      *reinterpret_cast<uint4 *>(row + c) = v;
-    } else {  // channel pair 2i of a block goes to index pair i, pair 2i + 1 to index pair 4 + i
-      T *block = row + (c & ~15) + (c & 8) / 2;
-      *reinterpret_cast<uint2 *>(block) = make_uint2(v.x, v.z);
-      *reinterpret_cast<uint2 *>(block + 8) = make_uint2(v.y, v.w);
-    }
-  }
-  // A lane's P·V accumulators into rows group_id (lo) and group_id + 8 (hi), channels in order.
-  template <int kOutTiles>
-  __device__ static __forceinline__ void store_out(float *lo, float *hi,
-                                                   const float (&acc)[kOutTiles][4], int col) {
-#pragma unroll
-    for (int n = 0; n < kOutTiles; n++) {
-      if constexpr (sizeof(C) == 2) {
-        *reinterpret_cast<float2 *>(lo + n * 8 + col) = make_float2(acc[n][0], acc[n][1]);
-        *reinterpret_cast<float2 *>(hi + n * 8 + col) = make_float2(acc[n][2], acc[n][3]);
-      } else if (n % 2 == 0) {
-        *reinterpret_cast<float4 *>(lo + n * 8 + 2 * col) =
-            make_float4(acc[n][0], acc[n + 1][0], acc[n][1], acc[n + 1][1]);
-        *reinterpret_cast<float4 *>(hi + n * 8 + 2 * col) =
-            make_float4(acc[n][2], acc[n + 1][2], acc[n][3], acc[n + 1][3]);
-      }
-    }
-  }
-};
 
 // One work item: split `split` of token `token`, for the query heads of cta_head.
 template <typename T, typename C, int DMAX>
@@ -327,7 +159,7 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     }
   }
 
-  const key_range range = token_key_range(P, token);
+  const decode_key_tiles range = token_key_tiles(P, token);
   const int tile_begin = min(split * P.tiles_per_split, range.tiles);
   const int tile_end = min(range.tiles, tile_begin + P.tiles_per_split);
   const bool direct = P.num_split_slots == 1;
@@ -411,7 +243,6 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   float row_max[2] = {-INFINITY, -INFINITY};  // rows group_id and group_id + 8
   float row_sum[2] = {0.0f, 0.0f};            // this thread's columns only, reduced at the end
   const float softcap = P.softcap;
-  const float score_to_log2 = qk_scale * kLog2e;
 
   // Prologue of the pipeline; next_entry always holds the block-table entry of the next tile to
   // issue, looked up one tile early so the issue never waits for the block table.
@@ -468,8 +299,7 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     for (int n = 0; n < 2; n++)
 #pragma unroll
       for (int i = 0; i < 4; i++) {
-        float s = softcap > 0.0f ? softcap * tanhf(score[n][i] * qk_scale / softcap) * kLog2e
-                                 : score[n][i] * score_to_log2;
+        float s = score_log2(score[n][i], qk_scale, softcap);
         s = tile_admitted[n * 8 + col + (i & 1)] ? s : -INFINITY;
         score[n][i] = s;
         tile_max[i / 2] = fmaxf(tile_max[i / 2], s);
@@ -479,10 +309,9 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     for (int h = 0; h < 2; h++) {
       tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
       tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
-      float new_max = fmaxf(row_max[h], tile_max[h]);
-      base[h] = new_max == -INFINITY ? 0.0f : new_max;  // keeps exp2(-inf - base) = 0, never NaN
-      rescale[h] = exp2f(row_max[h] - base[h]);
-      row_max[h] = new_max;
+      const softmax_step step = online_softmax_step(row_max[h], tile_max[h]);
+      base[h] = step.base;
+      rescale[h] = step.rescale;
       row_sum[h] *= rescale[h];
     }
     float prob[2][4];
@@ -542,7 +371,6 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   }
   __syncthreads();
 
-  const bool is_bf16 = dtype_of<T>::value == PA_DTYPE_BFLOAT16;
   for (int i = tid; i < rows * head_size; i += kDecodeThreads) {
     const int r = i / head_size, c = i % head_size;
     float m = -INFINITY;
@@ -566,7 +394,7 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
       float v_scale_c =
           is_quantized<C>::value ? cache_scale(P.v_scale, P.v_quant, kv_head, head_size, c) : 1.0f;
       reinterpret_cast<T *>(P.output)[(token * P.num_heads + head) * head_size + c] =
-          from_float<T>(finalize_output(m, l, o, sink_log2(P, head, is_bf16), v_scale_c));
+          from_float<T>(finalize_output(m, l, o, sink_log2<T>(P.head_sink, head), v_scale_c));
     } else {
       P.partial_out[(slot_base + head) * head_size + c] = o;
       if (c == 0) P.partial_ml[slot_base + head] = make_float2(m, l);
@@ -601,115 +429,6 @@ __global__ void __launch_bounds__(kDecodeThreads, sizeof(C) == 1 && DMAX <= 128 
     const int2 work = P.work_items[item];
     decode_item<T, C, DMAX>(P, smem, work.x, work.y, item, (int)(taken % P.cta_heads));
     __syncthreads();  // the next item rewrites `next` and the shared memory this one read
-  }
-}
-
-constexpr int kMergeThreads = 128;
-constexpr int kMergeWarps = kMergeThreads / 32;
-// A lane holds 4 channels of every 128 (one float4): head sizes up to 256 take two.
-constexpr int kMergeVecsPerLane = 256 / 128;
-// Split rows a warp loads before it adds any: the loads of one round are independent, so a long
-// sequence's dozens of splits cost a few L2 round trips instead of one each.
-constexpr int kMergeRowsInFlight = 8;
-
-// Deterministic block-wide reductions of kMergeThreads values (a fixed shuffle-then-warp tree).
-template <typename Op>
-__device__ __forceinline__ float merge_block_reduce(float x, float *scratch, Op op) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) x = op(x, __shfl_xor_sync(0xffffffffu, x, offset));
-  __syncthreads();  // scratch may still be read by a previous reduction
-  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = x;
-  __syncthreads();
-  x = scratch[0];
-#pragma unroll
-  for (int w = 1; w < kMergeWarps; w++) x = op(x, scratch[w]);
-  return x;
-}
-
-// Combines the items of one (token, head). Items with no admitted key are skipped and split s is
-// always added by warp s % kMergeWarps, in split order, the warps' sums then in warp order: the
-// result does not depend on how many split slots the launch had (bounds absent, tight or loose).
-template <typename T>
-__global__ void __launch_bounds__(kMergeThreads)
-    decode_merge_kernel(const decode_params P, int is_quantized_cache) {
-  wait_for_previous_kernel();
-  __shared__ float scratch[kMergeWarps];
-  __shared__ float4 warp_sums[kMergeWarps][32 * kMergeVecsPerLane];
-  const int64_t token = blockIdx.x;
-  const int head = blockIdx.y;
-  const int head_size = P.kv.head_size;
-  const int kv_head = head / P.group_size;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  int64_t first = token * P.num_split_slots;
-  int count = P.num_split_slots;
-  if (P.item_begin) {
-    first = P.item_begin[token];
-    count = (int)(P.item_begin[token + 1] - first);
-  }
-  const float2 *ml = P.partial_ml + first * P.num_heads + head;
-  float m = -INFINITY;
-  for (int s = tid; s < count; s += kMergeThreads) {
-    float2 x = ml[(int64_t)s * P.num_heads];
-    if (x.y > 0.0f) m = fmaxf(m, x.x);
-  }
-  m = merge_block_reduce(m, scratch, [](float a, float b) { return fmaxf(a, b); });
-  float l = 0.0f;
-  for (int s = tid; s < count; s += kMergeThreads) {
-    float2 x = ml[(int64_t)s * P.num_heads];
-    if (x.y > 0.0f) l += x.y * softmax_rescale(x.x, m);
-  }
-  l = merge_block_reduce(l, scratch, [](float a, float b) { return a + b; });
-
-  // Rows of empty splits are loaded too (they lie inside the workspace, unwritten) and then not
-  // added: no load waits on the split's weight.
-  const float4 *partial =
-      reinterpret_cast<const float4 *>(P.partial_out + (first * P.num_heads + head) * head_size);
-  const int64_t split_stride = (int64_t)P.num_heads * head_size / 4;
-  const int vecs = head_size / 4;
-  float4 sum[kMergeVecsPerLane];
-#pragma unroll
-  for (int k = 0; k < kMergeVecsPerLane; k++) sum[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  for (int round = warp; round < count; round += kMergeWarps * kMergeRowsInFlight) {
-    float weight[kMergeRowsInFlight];
-    float4 row[kMergeRowsInFlight][kMergeVecsPerLane];
-#pragma unroll
-    for (int r = 0; r < kMergeRowsInFlight; r++) {
-      const int s = round + r * kMergeWarps;
-      const float2 x = s < count ? ml[(int64_t)s * P.num_heads] : make_float2(0.0f, 0.0f);
-#pragma unroll
-      for (int k = 0; k < kMergeVecsPerLane; k++) {
-        const int v = lane + 32 * k;
-        row[r][k] = s < count && v < vecs ? partial[s * split_stride + v]
-                                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      }
-      weight[r] = x.y > 0.0f ? softmax_rescale(x.x, m) : -1.0f;  // < 0: the split is empty
-    }
-#pragma unroll
-    for (int r = 0; r < kMergeRowsInFlight; r++) {
-      if (weight[r] < 0.0f) continue;
-#pragma unroll
-      for (int k = 0; k < kMergeVecsPerLane; k++) {
-        sum[k].x += row[r][k].x * weight[r];
-        sum[k].y += row[r][k].y * weight[r];
-        sum[k].z += row[r][k].z * weight[r];
-        sum[k].w += row[r][k].w * weight[r];
-      }
-    }
-  }
-#pragma unroll
-  for (int k = 0; k < kMergeVecsPerLane; k++) warp_sums[warp][lane + 32 * k] = sum[k];
-  __syncthreads();
-
-  const float sink = sink_log2(P, head, dtype_of<T>::value == PA_DTYPE_BFLOAT16);
-  T *out = reinterpret_cast<T *>(P.output) + (token * P.num_heads + head) * head_size;
-  for (int c = tid; c < head_size; c += kMergeThreads) {
-    const float *first_warp = reinterpret_cast<const float *>(warp_sums[0]);
-    float o = first_warp[c];
-#pragma unroll
-    for (int w = 1; w < kMergeWarps; w++) o += reinterpret_cast<const float *>(warp_sums[w])[c];
-    const float v_scale_c =
-        is_quantized_cache ? cache_scale(P.v_scale, P.v_quant, kv_head, head_size, c) : 1.0f;
-    out[c] = from_float<T>(finalize_output(m, l, o, sink, v_scale_c));
   }
 }
 

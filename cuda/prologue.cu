@@ -3,6 +3,7 @@
 #include <stdint.h>
 
 #include "internal.h"
+#include "launch_common.cuh"
 #include "prologue.cuh"
 
 namespace pa {

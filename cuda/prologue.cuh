@@ -6,7 +6,7 @@
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
-#include "kv_access.cuh"
+#include "common/paged_kv.cuh"
 
 namespace pa {
 namespace detail {

@@ -5,9 +5,10 @@
 
 #include <type_traits>
 
-#include "bulk_copy.cuh"
-#include "chained_launch.cuh"
-#include "numeric.cuh"
+#include "common/attention_rules.cuh"
+#include "common/bulk_copy.cuh"
+#include "common/chained_launch.cuh"
+#include "common/numeric.cuh"
 #include "prologue.cuh"
 
 namespace pa {

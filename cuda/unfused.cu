@@ -28,9 +28,11 @@
 
 #include <new>
 
+#include "common/attention_rules.cuh"
+#include "common/numeric.cuh"
+#include "common/paged_kv.cuh"
 #include "internal.h"
-#include "kv_access.cuh"
-#include "numeric.cuh"
+#include "launch_common.cuh"
 
 namespace pa {
 namespace detail {

@@ -66,11 +66,20 @@ static void V43_forced_decode_rejects_attention_bias(void **state) {
   CASE_EXPECT_PLAN_FAILURE(&c, PA_ERROR_NOT_SUPPORTED, "DECODE", "attention_bias");
 }
 
-static void V43_forced_prefill_not_built(void **state) {
+static void V43_forced_latent_not_built(void **state) {
   (void)state;
-  pa_case c = prefill_case(CASE_H200);
+  pa_case c = built(case_config_latent(), CASE_H200);
+  c.backend = PA_BACKEND_LATENT;
+  CASE_EXPECT_PLAN_FAILURE(&c, PA_ERROR_NOT_SUPPORTED, "LATENT", "not built");
+}
+
+static void V43_forced_prefill_rejects_output_qk(void **state) {
+  (void)state;
+  case_config cfg = case_config_decode();
+  cfg.qk_output = 1;
+  pa_case c = built(cfg, CASE_H200);
   c.backend = PA_BACKEND_PREFILL;
-  CASE_EXPECT_PLAN_FAILURE(&c, PA_ERROR_NOT_SUPPORTED, "PREFILL", "not built");
+  CASE_EXPECT_PLAN_FAILURE(&c, PA_ERROR_NOT_SUPPORTED, "PREFILL", "output_qk");
 }
 
 static void V43_host_plan_runs_only_reference(void **state) {
@@ -275,13 +284,13 @@ static void dispatch_decode_with_prologue_features_is_decode(void **state) {
   expect_backend_only(&c, PA_BACKEND_DECODE);
 }
 
-/* No PREFILL backend is built yet: prefill-shaped requests go to UNFUSED. */
-static void dispatch_prefill_shaped_is_unfused(void **state) {
+/* Prefill-shaped requests go to PREFILL on sm_80 and newer. */
+static void dispatch_prefill_shaped_is_prefill(void **state) {
   (void)state;
   const case_device devices[] = {CASE_H200, CASE_A100};
   for (size_t d = 0; d < 2; d++) {
     pa_case c = prefill_case(devices[d]);
-    expect_backend_only(&c, PA_BACKEND_UNFUSED);
+    expect_backend_only(&c, PA_BACKEND_PREFILL);
   }
 }
 
@@ -393,7 +402,8 @@ static void workspace_holds_staged_query(void **state) {
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(V43_forced_decode_rejects_attention_bias),
-      cmocka_unit_test(V43_forced_prefill_not_built),
+      cmocka_unit_test(V43_forced_latent_not_built),
+      cmocka_unit_test(V43_forced_prefill_rejects_output_qk),
       cmocka_unit_test(V43_host_plan_runs_only_reference),
       cmocka_unit_test(V44_no_backend_for_the_device),
       cmocka_unit_test(V46_null_plan_pointer),
@@ -408,7 +418,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(dispatch_fewer_tokens_than_sequences_is_decode),
       cmocka_unit_test(dispatch_decode_quantized_cache_is_decode),
       cmocka_unit_test(dispatch_decode_with_prologue_features_is_decode),
-      cmocka_unit_test(dispatch_prefill_shaped_is_unfused),
+      cmocka_unit_test(dispatch_prefill_shaped_is_prefill),
       cmocka_unit_test(dispatch_attention_bias_is_unfused),
       cmocka_unit_test(dispatch_output_qk_is_unfused),
       cmocka_unit_test(dispatch_latent_is_unfused),

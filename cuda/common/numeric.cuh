@@ -1,5 +1,6 @@
-// Element types and the per-element math every kernel shares: conversions, quantize / dequantize.
-// One definition each (doc/semantics.md); the reference executor has its own, separately.
+// Element types and the per-element math every kernel shares: conversions, quantize / dequantize,
+// packed pairs for the tensor cores. One definition each (doc/semantics.md); the reference executor
+// has its own, separately. Device side only: includes nothing from lib/.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -7,7 +8,7 @@
 #include <cuda_fp8.h>
 #include <stdint.h>
 
-#include "problem.h"
+#include "pagedattn/pagedattn.h"
 
 namespace pa {
 namespace detail {
@@ -76,6 +77,56 @@ __device__ __forceinline__ float cache_scale(const float *scale, pa_quant_type q
   if (quant == PA_QUANT_PER_CHANNEL) return scale[(int64_t)kv_head * head_size + channel];
   if (quant == PA_QUANT_PER_TENSOR) return scale[0];
   return 1.0f;
+}
+
+// Two values as a packed pair of T (low half = first), the layout mma.sync operands use. Exact for
+// cache codes: int8 codes and e4m3 values are representable in fp16 and bf16, so the scale is
+// applied elsewhere, in fp32.
+template <typename T>
+__device__ __forceinline__ uint32_t pack_t2(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t pack_t2<__half>(float lo, float hi) {
+  __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t *>(&v);
+}
+template <>
+__device__ __forceinline__ uint32_t pack_t2<__nv_bfloat16>(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t *>(&v);
+}
+
+// Two of the four 8-bit codes in `codes` (bytes kLo and kHi; ldmatrix hands a lane four) as a
+// packed T pair, low half = byte kLo. int8 without I2F (a quarter-rate conversion): the biased code
+// x + 128 becomes the low mantissa bits of a constant, which is then subtracted (1024 + u in
+// float16; 2^23 + u in float32 on the way to bfloat16).
+template <typename T, typename C, int kLo, int kHi>
+__device__ __forceinline__ uint32_t codes_to_t2(uint32_t codes) {
+  static_assert(sizeof(C) == 1 && kLo >= 0 && kLo < 4 && kHi >= 0 && kHi < 4, "two of 4 bytes");
+  if constexpr (dtype_of<C>::value == PA_DTYPE_INT8) {
+    const uint32_t biased = codes ^ 0x80808080u;
+    if constexpr (dtype_of<T>::value == PA_DTYPE_FLOAT16) {
+      const uint32_t bits = __byte_perm(biased, 0x6464u, 0x5040 | kHi << 8 | kLo);  // (0x64, u) x 2
+      const __half2 v =
+          __hsub2(*reinterpret_cast<const __half2 *>(&bits), __half2(1152.0f, 1152.0f));
+      return *reinterpret_cast<const uint32_t *>(&v);
+    } else {
+      const float lo = __uint_as_float(__byte_perm(biased, 0x4B000000u, 0x7540 | kLo)) - 8388736.0f;
+      const float hi = __uint_as_float(__byte_perm(biased, 0x4B000000u, 0x7540 | kHi)) - 8388736.0f;
+      return pack_t2<T>(lo, hi);
+    }
+  } else {
+    // an aligned pair of adjacent bytes is a half of the register (no PRMT)
+    const uint32_t two = kLo % 2 == 0 && kHi == kLo + 1 ? codes >> 8 * kLo
+                                                        : __byte_perm(codes, 0u, kHi << 4 | kLo);
+    const __nv_fp8x2_storage_t pair = (__nv_fp8x2_storage_t)two;
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
+    if constexpr (dtype_of<T>::value == PA_DTYPE_FLOAT16) {
+      return (uint32_t)h.x | ((uint32_t)h.y << 16);
+    } else {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&h));
+      return pack_t2<T>(f.x, f.y);
+    }
+  }
 }
 
 }  // namespace detail

@@ -1,0 +1,122 @@
+// The attention rules of doc/semantics.md, one device definition each, used by every kernel:
+// which sequence and position a token has, which keys it admits (causal / window /
+// query_positions / is_causal = 0), the score transform (scale, softcap), the sink term, the
+// online-softmax update and the finalization of a row. Scores travel in log2 units (exp2 is one
+// instruction): s * log2(e).
+#pragma once
+
+#include <math.h>
+#include <stdint.h>
+
+#include "numeric.cuh"
+
+namespace pa {
+namespace detail {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// The sequence b of packed token t: cu[b] <= t < cu[b+1] (cu = cumulative_sequence_length), or -1
+// when t >= cu[batch_size] (the token belongs to no sequence). Correct for any ragged batch,
+// zero-token sequences included; decode steps (one token per sequence) resolve with two loads.
+__device__ __forceinline__ int32_t token_sequence(const int32_t *cu, int32_t batch_size,
+                                                  int64_t t) {
+  int32_t guess = (int32_t)(t < batch_size - 1 ? t : batch_size - 1);
+  if (__ldg(cu + guess) <= t && t < __ldg(cu + guess + 1)) return guess;
+  int32_t lo = 0, hi = batch_size;  // the last b with cu[b] <= t lies in [lo, hi)
+  while (hi - lo > 1) {
+    int32_t mid = (lo + hi) / 2;
+    if (__ldg(cu + mid) <= t)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return (__ldg(cu + lo) <= t && t < __ldg(cu + lo + 1)) ? lo : -1;
+}
+
+// What a step says of sequence b: its first packed token, its new tokens, and the keys it has
+// once they are written (kv_len = past + q_len).
+struct sequence_span {
+  int64_t first_token, q_len, past, kv_len;
+};
+__device__ __forceinline__ sequence_span load_sequence_span(const int32_t *cu_seqlens,
+                                                            const int32_t *past_seqlens,
+                                                            int32_t b) {
+  sequence_span s;
+  s.first_token = __ldg(cu_seqlens + b);
+  s.q_len = __ldg(cu_seqlens + b + 1) - s.first_token;
+  s.past = __ldg(past_seqlens + b);
+  s.kv_len = s.past + s.q_len;
+  return s;
+}
+
+// The position of packed token t of sequence `s`: query_positions[t] when given, else
+// past + its index among the sequence's new tokens.
+__device__ __forceinline__ int64_t token_position(const int32_t *query_positions,
+                                                  const sequence_span &s, int64_t t) {
+  return query_positions ? (int64_t)__ldg(query_positions + t) : s.past + (t - s.first_token);
+}
+
+// The keys [lo, hi) a query at position `pos` admits in a sequence of kv_len keys: causal
+// (bottom-right) keys [0, pos], with a window W only [pos - W + 1, pos]; is_causal = 0 keys
+// [0, kv_len). Empty (lo == hi) when nothing is admitted. Unmapped blocks are masked separately.
+struct key_span {
+  int64_t lo, hi;
+};
+__device__ __forceinline__ key_span admitted_keys(int64_t pos, int64_t kv_len, int32_t is_causal,
+                                                  int32_t window) {
+  key_span r = {0, kv_len};
+  if (is_causal) {
+    r.hi = min(kv_len, pos + 1);
+    r.lo = window > 0 ? max((int64_t)0, pos - window + 1) : 0;
+  }
+  if (r.hi < r.lo) r.hi = r.lo;
+  return r;
+}
+
+// A raw score q·k (the cache's k_scale already folded into qk_scale or Q) in log2 units: scaled,
+// then softcapped (c * tanh(s / c)) when softcap > 0.
+__device__ __forceinline__ float score_log2(float raw, float qk_scale, float softcap) {
+  return softcap > 0.0f ? softcap * tanhf(raw * qk_scale / softcap) * kLog2e
+                        : raw * (qk_scale * kLog2e);
+}
+
+// The sink logit of a query head in log2 units, -inf when head_sink is absent.
+template <typename T>
+__device__ __forceinline__ float sink_log2(const void *head_sink, int head) {
+  if (!head_sink) return -INFINITY;
+  return to_float(reinterpret_cast<const T *>(head_sink)[head]) * kLog2e;
+}
+
+// One online-softmax step of a row whose running max was row_max, given the max of the new
+// scores: the factor that rescales the row's old sum and output, and the base the new scores'
+// exponents subtract (0 while everything is -inf, so exp2(-inf - base) = 0, never NaN).
+struct softmax_step {
+  float rescale, base;
+};
+__device__ __forceinline__ softmax_step online_softmax_step(float &row_max, float new_scores_max) {
+  const float new_max = fmaxf(row_max, new_scores_max);
+  softmax_step step;
+  step.base = new_max == -INFINITY ? 0.0f : new_max;
+  step.rescale = exp2f(row_max - step.base);
+  row_max = new_max;
+  return step;
+}
+
+// Weight of a partial state with running max m (log2 units) inside a merge whose max is m_all.
+__device__ __forceinline__ float softmax_rescale(float m, float m_all) { return exp2f(m - m_all); }
+
+// The output channel from the merged state (running max m, sum l, unnormalized o; log2 units):
+// the sink (log2 units, -inf when absent) joins the denominator only; a row with no admitted key
+// (l == 0) is zero, sink or not; v_scale_c dequantizes V. One definition for every kernel that
+// finalizes a row, so all round identically.
+__device__ __forceinline__ float finalize_output(float m, float l, float o, float sink,
+                                                 float v_scale_c) {
+  if (l == 0.0f) return 0.0f;
+  float m_all = fmaxf(m, sink);
+  float keep = exp2f(m - m_all);
+  float denominator = l * keep + exp2f(sink - m_all);
+  return o * keep / denominator * v_scale_c;
+}
+
+}  // namespace detail
+}  // namespace pa

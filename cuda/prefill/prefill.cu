@@ -1,0 +1,334 @@
+// The PREFILL backend's launcher: fused paged attention on tensor cores for multi-token steps
+// (kernels in prefill_kernel.cuh). Plan time fixes the kernel variant, the row-block geometry, the
+// split size, the grid and the workspace; run fills the pointers and launches the schedule, the
+// attention and, with splits, the merge.
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+
+#include "../common/split_merge.cuh"
+#include "../launch_common.cuh"
+#include "internal.h"
+#include "prefill_kernel.cuh"
+#include "prefill_schedule.cuh"
+
+namespace pa {
+namespace detail {
+namespace {
+
+// A split never spans fewer than this many 64-key tiles: shorter ones cost more in partial
+// writes and merging than they gain in balance.
+constexpr int kMinTilesPerSplit = 8;
+// The partial outputs stay below this even when no attention_metadata bounds max_kv_len.
+constexpr size_t kMaxPartialBytes = (size_t)256 << 20;
+
+struct prefill_variant {
+  cudaError_t (*set_smem)(int smem_bytes);
+  cudaError_t (*occupancy)(int smem_bytes, int *ctas_per_sm);
+  cudaError_t (*launch)(const prefill_params &P, dim3 grid, int smem_bytes, cudaStream_t stream,
+                        bool chained);
+};
+
+struct prefill_state {
+  prefill_variant variant;
+  prefill_params params;  // every field but the pointers of a call, fixed here
+  split_merge_params merge;
+  dim3 grid;
+  int smem_bytes;
+  bool chained;  // programmatic dependent launch (compute capability 9.0 and newer)
+  // in the backend workspace
+  size_t partial_ml_offset, split_counts_offset, unit_begin_offset, work_counter_offset;
+};
+
+size_t align_up(size_t x) {
+  return (x + PA_WORKSPACE_ALIGNMENT - 1) / PA_WORKSPACE_ALIGNMENT * PA_WORKSPACE_ALIGNMENT;
+}
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+template <typename T, typename C, int DMAX>
+prefill_variant variant_with() {
+  return {prefill_set_smem<T, C, DMAX>, prefill_occupancy<T, C, DMAX>,
+          prefill_launch<T, C, DMAX>};
+}
+template <typename T, typename C>
+prefill_variant variant_of(int head_size) {
+  switch (prefill_dmax(head_size)) {
+    case 64:
+      return variant_with<T, C, 64>();
+    case 128:
+      return variant_with<T, C, 128>();
+    default:
+      return variant_with<T, C, 256>();
+  }
+}
+template <typename T>
+bool variant_for_cache(pa_dtype cache, int head_size, prefill_variant *v) {
+  if (cache == dtype_of<T>::value)
+    *v = variant_of<T, T>(head_size);
+  else if (cache == PA_DTYPE_INT8)
+    *v = variant_of<T, int8_t>(head_size);
+#if PA_FP8_KV_CACHE
+  else if (cache == PA_DTYPE_FLOAT8_E4M3FN)
+    *v = variant_of<T, fp8_e4m3>(head_size);
+#endif
+  else
+    return false;
+  return true;
+}
+bool variant_for(const pa__problem *p, prefill_variant *v) {
+  if (p->dtype == PA_DTYPE_FLOAT16) return variant_for_cache<__half>(p->k_cache_dtype, p->head_size, v);
+  if (p->dtype == PA_DTYPE_BFLOAT16)
+    return variant_for_cache<__nv_bfloat16>(p->k_cache_dtype, p->head_size, v);
+  return false;
+}
+
+// Writes the unserved feature into why (plan.c prefixes "backend PREFILL does not serve").
+__attribute__((format(printf, 3, 4))) pa_status unsupported(char *why, size_t why_size,
+                                                            const char *fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  vsnprintf(why, why_size, fmt, args);
+  va_end(args);
+  return PA_ERROR_NOT_SUPPORTED;
+}
+
+int smem_bytes_of(const pa__problem *p) {
+  return prefill_smem_bytes(p->head_size, (int)pa_dtype_size(p->k_cache_dtype));
+}
+
+// The row-block geometry: a block is up to `rows` (token, query head) rows of one GQA group.
+struct row_geometry {
+  int32_t heads_per_block, tokens_per_block, head_blocks;
+};
+row_geometry row_geometry_of(const pa__problem *p) {
+  const int rows = prefill_rows(prefill_dmax(p->head_size));
+  row_geometry g;
+  g.heads_per_block = std::min(p->group_size, rows);
+  g.tokens_per_block = rows / g.heads_per_block;
+  g.head_blocks = (int32_t)ceil_div(p->group_size, g.heads_per_block);
+  return g;
+}
+
+pa_status prefill_check(const pa__problem *p, const pa_device_caps *caps, char *why,
+                        size_t why_size) {
+  if (p->input_mode == PA__MODE_LATENT) return unsupported(why, why_size, "LATENT");
+  if (p->has_bias) return unsupported(why, why_size, "attention_bias");
+  if (p->qk_output) return unsupported(why, why_size, "output_qk");
+  if (p->head_size % 16 != 0 || p->head_size > 256)
+    return unsupported(why, why_size, "head_size %d (needs a multiple of 16 up to 256)",
+                       p->head_size);
+  if (p->v_head_size != p->head_size)
+    return unsupported(why, why_size, "v_head_size %d", p->v_head_size);
+  prefill_variant v;
+  if (!variant_for(p, &v))
+    return unsupported(why, why_size, "key_cache dtype %s",
+                       pa_dtype_size(p->k_cache_dtype) == 1 ? "float8e4m3fn (not built)"
+                                                            : "other than T, int8, float8e4m3fn");
+  if (p->v_cache_dtype != p->k_cache_dtype)
+    return unsupported(why, why_size, "value_cache dtype different from key_cache's");
+  if (caps->compute_capability_major < 8)
+    return unsupported(why, why_size, "compute capability %d.%d (needs 8.0 or newer)",
+                       caps->compute_capability_major, caps->compute_capability_minor);
+  if (smem_bytes_of(p) > caps->max_shared_memory_per_block_optin)
+    return unsupported(why, why_size,
+                       "head_size %d (needs %d bytes of shared memory per block, the device "
+                       "allows %lld)",
+                       p->head_size, smem_bytes_of(p),
+                       (long long)caps->max_shared_memory_per_block_optin);
+  // the merge grid is (token_count, num_heads); work units are counted in int32
+  if (p->num_heads > 65535)
+    return unsupported(why, why_size, "num_heads %d (the merge grid allows 65535)", p->num_heads);
+  if (p->token_count > INT32_MAX)
+    return unsupported(why, why_size, "token_count %lld (the merge grid allows 2^31 - 1)",
+                       (long long)p->token_count);
+  const row_geometry g = row_geometry_of(p);
+  if ((ceil_div(p->token_count, g.tokens_per_block) + p->batch_size) * g.head_blocks *
+          p->kv_num_heads > INT32_MAX / 64)
+    return unsupported(why, why_size, "token_count %lld with %d KV heads (too many work units)",
+                       (long long)p->token_count, p->kv_num_heads);
+  return PA_SUCCESS;
+}
+
+// Resident CTAs per multiprocessor, estimated without the device: shared memory (a multiprocessor
+// has about 1 KB more than the per-block opt-in limit and reserves 1 KB per CTA) and the
+// kernel's launch bounds (2 CTAs up to 128 channels, 1 at 256).
+int64_t ctas_per_sm_of(const pa_device_caps *caps, int smem_bytes, const pa__problem *p) {
+  const int64_t by_registers = prefill_dmax(p->head_size) <= 128 ? 2 : 1;
+  const int64_t by_smem =
+      (caps->max_shared_memory_per_block_optin + 1024) / ((int64_t)smem_bytes + 1024);
+  return std::max<int64_t>(1, std::min(by_registers, by_smem));
+}
+
+// The split size depends only on static shapes and the device, never on attention_metadata, so
+// every key range is partitioned (and summed) the same way with bounds absent, tight or loose.
+// Splits are worth it only when the row blocks alone cannot fill the device twice over: every
+// non-empty sequence has at least one row block, so min(batch_size, token_count) is a floor.
+int64_t tiles_per_split_for(const pa__problem *p, const pa_device_caps *caps, int smem_bytes,
+                            const row_geometry &g) {
+  const int64_t capacity_tiles =
+      std::max<int64_t>(1, ceil_div((int64_t)p->max_blocks_per_seq * p->block_size,
+                                    kPrefillTileKeys));
+  const int64_t sms = caps->multiprocessor_count > 0 ? caps->multiprocessor_count : 1;
+  const int64_t target_ctas = 2 * sms * ctas_per_sm_of(caps, smem_bytes, p);
+  const int64_t row_blocks =
+      std::max(ceil_div(p->token_count, g.tokens_per_block),
+               std::min<int64_t>(p->batch_size, p->token_count)) * g.head_blocks;
+  const int64_t units = std::max<int64_t>(1, row_blocks * p->kv_num_heads);
+  if (units >= target_ctas) return capacity_tiles;
+  const int64_t splits_wanted = ceil_div(target_ctas, units);
+  int64_t tiles = std::max<int64_t>(kMinTilesPerSplit, ceil_div(capacity_tiles, splits_wanted));
+  const int64_t slot_bytes =
+      std::max<int64_t>(1, p->token_count * p->num_heads * ((int64_t)p->head_size * 4 + 8));
+  const int64_t max_slots = std::max<int64_t>(1, (int64_t)kMaxPartialBytes / slot_bytes);
+  tiles = std::max(tiles, ceil_div(capacity_tiles, max_slots));
+  return std::min(tiles, capacity_tiles);
+}
+
+pa_status prefill_plan(pa_plan *plan, int setup_device, size_t *backend_bytes) {
+  const pa__problem *p = &plan->problem;
+  prefill_state *s = (prefill_state *)calloc(1, sizeof *s);
+  if (!s) return pa__fail(PA_ERROR_OUT_OF_MEMORY, "plan: host allocation failed");
+  plan->backend_state = s;
+  if (!variant_for(p, &s->variant))
+    return pa__fail(PA_ERROR_INTERNAL, "PREFILL: no kernel for this problem after check passed");
+  s->smem_bytes = smem_bytes_of(p);
+  s->chained = plan->caps.compute_capability_major >= 9;
+  const row_geometry g = row_geometry_of(p);
+  const int64_t tiles_per_split = tiles_per_split_for(p, &plan->caps, s->smem_bytes, g);
+  const int64_t bound_tiles = std::max<int64_t>(1, ceil_div(p->max_kv_len, kPrefillTileKeys));
+  const int64_t slots = ceil_div(bound_tiles, tiles_per_split);
+  if (setup_device) {
+    cudaError_t err = s->variant.set_smem(s->smem_bytes);
+    if (err != cudaSuccess)
+      return pa__fail(PA_ERROR_CUDA, "PREFILL: cudaFuncSetAttribute(%d bytes of shared memory): %s",
+                      s->smem_bytes, cudaGetErrorString(err));
+  }
+
+  prefill_params &P = s->params;
+  memset(&P, 0, sizeof P);
+  P.kv = paged_kv_layout_of(*p);
+  P.k_quant = p->k_quant;
+  P.v_quant = p->v_quant;
+  P.token_count = p->token_count;
+  P.batch_size = p->batch_size;
+  P.num_heads = p->num_heads;
+  P.kv_num_heads = p->kv_num_heads;
+  P.group_size = p->group_size;
+  P.heads_per_block = g.heads_per_block;
+  P.tokens_per_block = g.tokens_per_block;
+  P.head_blocks = g.head_blocks;
+  P.scale = p->scale;
+  P.softcap = p->softcap;
+  P.window = p->window;
+  P.is_causal = p->is_causal;
+  P.tiles_per_split = (int32_t)std::min<int64_t>(tiles_per_split, INT32_MAX);
+  P.num_split_slots = (int32_t)std::min<int64_t>(slots, INT32_MAX / 2);
+
+  // Workspace: partials (with splits), then the schedule.
+  size_t offset = 0;
+  if (P.num_split_slots > 1) {
+    const size_t items = (size_t)p->token_count * (size_t)P.num_split_slots;
+    const size_t item_heads = items * (size_t)p->num_heads;
+    s->partial_ml_offset = align_up(item_heads * p->head_size * sizeof(float));
+    s->split_counts_offset = align_up(s->partial_ml_offset + item_heads * sizeof(float2));
+    offset = align_up(s->split_counts_offset + (size_t)p->token_count * sizeof(int32_t));
+  }
+  s->unit_begin_offset = offset;
+  s->work_counter_offset = align_up(offset + ((size_t)p->batch_size + 1) * sizeof(int32_t));
+  *backend_bytes = s->work_counter_offset + sizeof(unsigned int);
+
+  // A persistent grid: one CTA per resident slot (more would only queue), at most one per unit.
+  int64_t per_sm = ctas_per_sm_of(&plan->caps, s->smem_bytes, p);
+  int occupancy = 0;
+  if (setup_device && s->variant.occupancy(s->smem_bytes, &occupancy) == cudaSuccess &&
+      occupancy > 0)
+    per_sm = occupancy;
+  const int64_t resident = (int64_t)std::max(1, plan->caps.multiprocessor_count) * per_sm;
+  const int64_t max_units = (ceil_div(p->token_count, g.tokens_per_block) + p->batch_size) *
+                            g.head_blocks * P.num_split_slots * p->kv_num_heads;
+  s->grid = dim3((unsigned)std::max<int64_t>(1, std::min(resident, max_units)));
+
+  split_merge_params &M = s->merge;
+  memset(&M, 0, sizeof M);
+  M.num_split_slots = P.num_split_slots;
+  M.num_heads = p->num_heads;
+  M.group_size = p->group_size;
+  M.head_size = p->head_size;
+  M.v_quant = p->v_quant;
+  M.is_quantized_cache = pa_dtype_size(p->k_cache_dtype) == 1;
+
+  const char *env = getenv("PA_DEBUG");
+  if (env && strcmp(env, "1") == 0)
+    fprintf(stderr,
+            "[pagedattn] PREFILL: grid %u, %d threads, %d B shared, row blocks of %d tokens x %d "
+            "heads (%d per token), %d tiles of %d keys per split, %d split slots%s\n",
+            s->grid.x, kPrefillThreads, s->smem_bytes, g.tokens_per_block, g.heads_per_block,
+            g.head_blocks, P.tiles_per_split, kPrefillTileKeys, P.num_split_slots,
+            P.num_split_slots > 1 ? " + merge" : "");
+  return PA_SUCCESS;
+}
+
+pa_status prefill_run(const pa_plan *plan, const pa__io *io, pa__stream stream) {
+  const pa__problem *p = &plan->problem;
+  const prefill_state *s = (const prefill_state *)plan->backend_state;
+  prefill_params P = s->params;
+  P.q = io->q_attn;
+  P.q_row_stride = io->q_attn_row_stride;
+  P.k_cache = io->key_cache;
+  P.v_cache = io->value_cache;
+  P.cu_seqlens = io->cu_seqlens;
+  P.past_seqlens = io->past_seqlens;
+  P.block_table = io->block_table;
+  P.query_positions = p->has_query_positions ? io->query_positions : nullptr;
+  P.head_sink = p->has_head_sink ? io->head_sink : nullptr;
+  P.k_scale = io->k_scale;
+  P.v_scale = io->v_scale;
+  P.output = io->output;
+  char *workspace = (char *)io->backend_workspace;
+  if (P.num_split_slots > 1) {
+    P.partial_out = (float *)workspace;
+    P.partial_ml = (float2 *)(workspace + s->partial_ml_offset);
+    P.split_counts = (int32_t *)(workspace + s->split_counts_offset);
+  }
+  P.unit_begin = (int32_t *)(workspace + s->unit_begin_offset);
+  P.work_counter = (unsigned int *)(workspace + s->work_counter_offset);
+
+  cudaStream_t st = (cudaStream_t)stream;
+  const int t_bytes = (int)pa_dtype_size(p->dtype);
+  cudaError_t err = launch_chained(prefill_schedule_kernel, dim3(1), kPrefillScheduleThreads, 0, st,
+                                   s->chained, P, (int)pa__out_row_elems(p), t_bytes);
+  if (err == cudaSuccess) err = s->variant.launch(P, s->grid, s->smem_bytes, st, s->chained);
+  if (err == cudaSuccess && P.num_split_slots > 1) {
+    split_merge_params M = s->merge;
+    M.partial_out = P.partial_out;
+    M.partial_ml = P.partial_ml;
+    M.split_counts = P.split_counts;
+    M.head_sink = P.head_sink;
+    M.v_scale = P.v_scale;
+    M.output = P.output;
+    void (*merge)(const split_merge_params) = p->dtype == PA_DTYPE_BFLOAT16
+                                                  ? split_merge_kernel<__nv_bfloat16>
+                                                  : split_merge_kernel<__half>;
+    err = launch_chained(merge, dim3((unsigned)p->token_count, (unsigned)p->num_heads),
+                         kMergeThreads, 0, st, s->chained, M);
+  }
+  if (err != cudaSuccess)
+    return pa__fail(PA_ERROR_CUDA, "PREFILL: kernel launch failed: %s", cudaGetErrorString(err));
+  return PA_SUCCESS;
+}
+
+void prefill_destroy(pa_plan *plan) {
+  free(plan->backend_state);
+  plan->backend_state = nullptr;
+}
+
+}  // namespace
+}  // namespace detail
+}  // namespace pa
+
+extern "C" const pa__backend_ops pa__prefill_backend = {
+    PA_BACKEND_PREFILL, pa::detail::prefill_check, pa::detail::prefill_plan,
+    pa::detail::prefill_run, pa::detail::prefill_destroy};

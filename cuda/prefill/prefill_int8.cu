@@ -1,0 +1,13 @@
+// PREFILL kernels for int8 caches.
+#include "prefill_kernel.cuh"
+
+namespace pa {
+namespace detail {
+PA_PREFILL_INSTANTIATE(__half, int8_t, 64)
+PA_PREFILL_INSTANTIATE(__half, int8_t, 128)
+PA_PREFILL_INSTANTIATE(__half, int8_t, 256)
+PA_PREFILL_INSTANTIATE(__nv_bfloat16, int8_t, 64)
+PA_PREFILL_INSTANTIATE(__nv_bfloat16, int8_t, 128)
+PA_PREFILL_INSTANTIATE(__nv_bfloat16, int8_t, 256)
+}  // namespace detail
+}  // namespace pa

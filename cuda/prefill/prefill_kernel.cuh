@@ -1,0 +1,596 @@
+// The PREFILL backend's kernels: fused paged attention on tensor cores (mma.sync m16n8k16, sm_80
+// and newer) for every step shape that is not decode-shaped: prefill, chunked prefill over a
+// cached prefix, mixed prefill + decode steps, multi-token verify steps.
+//
+// Work unit: (sequence, KV head, row block, split). A row block is up to kRows (query token, query
+// head) rows of one sequence and one GQA group, the group's heads innermost (row r = token
+// r / heads_per_block, head r % heads_per_block), so each K/V tile is read once for the whole
+// group, and a 1-token sequence of a mixed step fills group_size rows instead of a padded tile.
+// Groups larger than kRows take several row blocks per token (head_blocks).
+// Each warp owns kMTiles m16 tiles of rows and runs the whole 64-key tile against them: Q·K^T
+// into fp32 scores, scale / softcap / masks, an online softmax per row, P (rounded to T) · V into
+// fp32 accumulators. Warps whose rows admit no key of a tile skip its math; tiles wholly inside
+// every row's admitted range and fully mapped skip the per-key masks. Tiles start at absolute
+// multiples of 64 keys whatever the page size, so each loading thread's run of up to 16 rows lies
+// in one page: one block-table lookup per tile and run, prefetched a tile early, and 16-byte
+// cp.async loads into a kStages ring (the loads are one producer role; the MMAs the consumers').
+//
+// Splits: with few work units (a short query over a long cache), a sequence's keys are cut into
+// splits of tiles_per_split absolute tiles (fixed at plan time from static shapes, so results do
+// not depend on attention_metadata); each split writes unnormalized fp32 partials that
+// split_merge_kernel combines. A sequence with one split is finalized in place.
+// Schedule: prefill_schedule_kernel lists each sequence's work units from the device-side lengths
+// (an exclusive prefix sum over sequences); a persistent grid takes units from an atomic counter,
+// a sequence's heaviest row blocks (the last ones under a causal mask) first.
+//
+// Quantized caches: raw codes are exact in T, so the MMAs run on codes; a per-tensor k_scale goes
+// into the score scale, a per-channel one into Q (rounded to T once), v_scale into the output.
+#pragma once
+
+#include <math.h>
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#include "../common/attention_rules.cuh"
+#include "../common/chained_launch.cuh"
+#include "../common/numeric.cuh"
+#include "../common/paged_kv.cuh"
+#include "../common/tensor_core.cuh"
+
+namespace pa {
+namespace detail {
+
+constexpr int kPrefillTileKeys = 64;  // also the alignment of every tile's first key
+constexpr int kPrefillWarps = 4;
+constexpr int kPrefillThreads = 32 * kPrefillWarps;
+constexpr int kPrefillStages = 2;
+constexpr int kPrefillRowPadBytes = 16;  // staggers shared rows across banks
+constexpr int kPrefillScheduleThreads = 1024;
+
+struct prefill_params {
+  const void *q;
+  int64_t q_row_stride;  // elements between tokens
+  const void *k_cache, *v_cache;
+  paged_kv_layout kv;
+  const int32_t *cu_seqlens, *past_seqlens, *block_table, *query_positions;  // positions: or NULL
+  const void *head_sink;                                                     // or NULL
+  const float *k_scale, *v_scale;
+  pa_quant_type k_quant, v_quant;
+  void *output;
+  // Partials per (token, split): item = token * num_split_slots + split (split_merge.cuh layout)
+  float *partial_out;     // [item][head][head_size], unnormalized
+  float2 *partial_ml;     // [item][head]: (running max in log2 units, sum)
+  int32_t *split_counts;  // [token]: the splits of the token's sequence (read by the merge)
+  // Schedule (prefill_schedule_kernel): the first work unit of each sequence, [batch_size] = the
+  // total; a unit is (row block, split) of a sequence, times kv_num_heads
+  int32_t *unit_begin;
+  unsigned int *work_counter;  // (unit, KV head) pairs taken so far; zeroed by the schedule
+  int64_t token_count;
+  int32_t batch_size, num_heads, kv_num_heads, group_size;
+  int32_t heads_per_block;   // min(group_size, kRows)
+  int32_t tokens_per_block;  // kRows / heads_per_block
+  int32_t head_blocks;       // ceil(group_size / heads_per_block)
+  float scale, softcap;      // softcap 0 = off
+  int32_t window;            // -1 = off
+  int32_t is_causal;
+  int32_t tiles_per_split, num_split_slots;
+};
+
+// m16 tiles per warp: 2 (128 rows per CTA, each K/V fragment feeds two MMAs) up to 128 channels;
+// 1 at 256 channels, where the accumulators of two would not fit the registers.
+__host__ __device__ constexpr int prefill_m_tiles(int dmax) { return dmax <= 128 ? 2 : 1; }
+__host__ __device__ constexpr int prefill_rows(int dmax) {
+  return 16 * prefill_m_tiles(dmax) * kPrefillWarps;
+}
+__host__ __device__ inline int prefill_dmax(int head_size) {
+  return head_size <= 64 ? 64 : head_size <= 128 ? 128 : 256;
+}
+__host__ __device__ constexpr int prefill_q_row_elems(int dmax) { return dmax + 8; }
+__host__ __device__ constexpr int prefill_kv_row_bytes(int dmax, int cache_elem_bytes) {
+  return dmax * cache_elem_bytes + kPrefillRowPadBytes;
+}
+// Dynamic shared memory: Q rows, each row's admitted keys (lo, hi), the admitted-key flags of each
+// stage, then the K/V stage ring.
+__host__ __device__ inline int prefill_smem_bytes(int head_size, int cache_elem_bytes) {
+  const int dmax = prefill_dmax(head_size), rows = prefill_rows(dmax);
+  return rows * prefill_q_row_elems(dmax) * 2 + rows * 2 * 8 + kPrefillStages * kPrefillTileKeys +
+         kPrefillStages * 2 * kPrefillTileKeys * prefill_kv_row_bytes(dmax, cache_elem_bytes);
+}
+
+// The splits of a sequence with kv_len keys: absolute tiles [s * tiles_per_split, +tiles_per_split)
+// for s < the count, at most num_split_slots (an under-sized bound drops the tail: wrong, but
+// inside the workspace), at least 1.
+__device__ __forceinline__ int32_t prefill_sequence_splits(const prefill_params &P, int64_t kv_len) {
+  if (P.num_split_slots == 1) return 1;
+  const int64_t tiles = (kv_len + kPrefillTileKeys - 1) / kPrefillTileKeys;
+  const int64_t splits = (tiles + P.tiles_per_split - 1) / P.tiles_per_split;
+  return (int32_t)max((int64_t)1, min(splits, (int64_t)P.num_split_slots));
+}
+__device__ __forceinline__ int32_t prefill_row_blocks(const prefill_params &P, int64_t q_len) {
+  return (int32_t)((q_len + P.tokens_per_block - 1) / P.tokens_per_block) * P.head_blocks;
+}
+
+// The output channel of accumulator column `column` (0..7) of n-tile n, and whether the
+// accumulator pair (acc[n][e], next) with next = acc[n][e + 1] (16-bit caches) or acc[n + 1][e]
+// (8-bit caches, whose V fragments interleave two n-tiles) holds two adjacent channels.
+template <typename C>
+__device__ __forceinline__ int prefill_out_channel(int n, int column) {
+  if constexpr (sizeof(C) == 2) return n * 8 + column;
+  else return (n & ~1) * 8 + 2 * column + (n & 1);
+}
+
+// One work unit: split `split` of row block `row_block` of sequence b, for KV head kv_head.
+template <typename T, typename C, int DMAX>
+__device__ __forceinline__ void prefill_unit(const prefill_params &P, unsigned char *smem, int32_t b,
+                                             int32_t row_block, int32_t split, int kv_head) {
+  constexpr int kMTiles = prefill_m_tiles(DMAX);
+  constexpr int kRows = prefill_rows(DMAX);
+  const int head_size = P.kv.head_size;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int group_id = lane / 4, col = (lane % 4) * 2;  // mma fragment coordinates
+
+  T *q_smem = reinterpret_cast<T *>(smem);
+  constexpr int q_stride = prefill_q_row_elems(DMAX);
+  int64_t *row_lo = reinterpret_cast<int64_t *>(smem + kRows * q_stride * sizeof(T));
+  int64_t *row_hi = row_lo + kRows;
+  unsigned char *admitted = reinterpret_cast<unsigned char *>(row_hi + kRows);
+  unsigned char *stages = admitted + kPrefillStages * kPrefillTileKeys;
+  constexpr int row_bytes = prefill_kv_row_bytes(DMAX, (int)sizeof(C));
+  constexpr int stage_bytes = 2 * kPrefillTileKeys * row_bytes;
+
+  const sequence_span span = load_sequence_span(P.cu_seqlens, P.past_seqlens, b);
+  const int token_block = row_block / P.head_blocks;
+  const int head_block = row_block % P.head_blocks;
+  const int64_t first_row_token = (int64_t)token_block * P.tokens_per_block;
+  const int first_head = kv_head * P.group_size + head_block * P.heads_per_block;
+  // Row r of the block: its token (packed index) and query head, or invalid.
+  // (Bounds on the packed token too: malformed lengths must never send a read out of bounds.)
+  auto row_token = [&](int r) { return span.first_token + first_row_token + r / P.heads_per_block; };
+  auto row_head = [&](int r) { return first_head + r % P.heads_per_block; };
+  auto row_valid = [&](int r) {
+    const int64_t j = first_row_token + r / P.heads_per_block, t = span.first_token + j;
+    return r < P.tokens_per_block * P.heads_per_block && j < span.q_len && t >= 0 &&
+           t < P.token_count && head_block * P.heads_per_block + r % P.heads_per_block < P.group_size;
+  };
+
+  // Q rows into shared memory, a per-channel k_scale folded in; invalid rows and channels beyond
+  // head_size are zero (their scores are finite and discarded).
+  float qk_scale = P.scale;
+  if (is_quantized<C>::value && P.k_quant == PA_QUANT_PER_TENSOR) qk_scale *= __ldg(P.k_scale);
+  const bool fold_k_scale = is_quantized<C>::value && P.k_quant == PA_QUANT_PER_CHANNEL;
+  {
+    constexpr int vecs_per_row = DMAX / 8;
+    for (int i = tid; i < kRows * vecs_per_row; i += kPrefillThreads) {
+      const int r = i / vecs_per_row, c = (i % vecs_per_row) * 8;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (row_valid(r) && c < head_size) {
+        const T *q = reinterpret_cast<const T *>(P.q) + row_token(r) * P.q_row_stride +
+                     (int64_t)row_head(r) * head_size;
+        v = *reinterpret_cast<const uint4 *>(q + c);
+        if (fold_k_scale) {
+          T *e = reinterpret_cast<T *>(&v);
+#pragma unroll
+          for (int k = 0; k < 8; k++)
+            e[k] = from_float<T>(to_float(e[k]) *
+                                 __ldg(P.k_scale + (int64_t)kv_head * head_size + c + k));
+        }
+      }
+      warp_fragments<T, C>::store_q(q_smem + r * q_stride, c, v);
+    }
+    // each row's admitted keys; an invalid row admits none
+    for (int r = tid; r < kRows; r += kPrefillThreads) {
+      key_span keys = {0, 0};
+      if (row_valid(r)) {
+        const int64_t t = row_token(r);
+        keys = admitted_keys(token_position(P.query_positions, span, t), span.kv_len, P.is_causal,
+                             P.window);
+      }
+      row_lo[r] = keys.lo;
+      row_hi[r] = keys.hi;
+    }
+  }
+  __syncthreads();
+
+  // The union of the rows' ranges (the tiles this unit visits), and this warp's rows: their union
+  // (tiles it computes), their intersection (tiles it needs no per-key mask for), its own rows.
+  int64_t union_lo = INT64_MAX, union_hi = INT64_MIN;
+  for (int r = lane; r < kRows; r += 32)
+    if (row_lo[r] < row_hi[r]) {
+      union_lo = min(union_lo, row_lo[r]);
+      union_hi = max(union_hi, row_hi[r]);
+    }
+  const int warp_row0 = warp * 16 * kMTiles;
+  int64_t warp_lo = INT64_MAX, warp_hi = INT64_MIN, common_lo = INT64_MIN, common_hi = INT64_MAX;
+  if (lane < 16 * kMTiles) {
+    const int64_t lo = row_lo[warp_row0 + lane], hi = row_hi[warp_row0 + lane];
+    if (lo < hi) {
+      warp_lo = lo;
+      warp_hi = hi;
+    }
+    if (row_valid(warp_row0 + lane)) {  // an empty valid row forces the masked path
+      common_lo = lo;
+      common_hi = hi;
+    }
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    union_lo = min(union_lo, __shfl_xor_sync(0xffffffffu, union_lo, offset));
+    union_hi = max(union_hi, __shfl_xor_sync(0xffffffffu, union_hi, offset));
+    warp_lo = min(warp_lo, __shfl_xor_sync(0xffffffffu, warp_lo, offset));
+    warp_hi = max(warp_hi, __shfl_xor_sync(0xffffffffu, warp_hi, offset));
+    common_lo = max(common_lo, __shfl_xor_sync(0xffffffffu, common_lo, offset));
+    common_hi = min(common_hi, __shfl_xor_sync(0xffffffffu, common_hi, offset));
+  }
+  int64_t my_lo[kMTiles][2], my_hi[kMTiles][2];
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; mt++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int r = warp_row0 + mt * 16 + group_id + 8 * h;
+      my_lo[mt][h] = row_lo[r];
+      my_hi[mt][h] = row_hi[r];
+    }
+
+  // The unit's tiles: the union range cut to this split's absolute tiles.
+  int64_t tile_begin = 0, tile_end = 0;
+  if (union_lo < union_hi) {
+    tile_begin = union_lo / kPrefillTileKeys;
+    tile_end = (union_hi + kPrefillTileKeys - 1) / kPrefillTileKeys;
+    const int32_t splits = prefill_sequence_splits(P, span.kv_len);
+    if (splits > 1) {
+      tile_begin = max(tile_begin, (int64_t)split * P.tiles_per_split);
+      tile_end = min(tile_end, (int64_t)(split + 1) * P.tiles_per_split);
+    }
+  }
+
+  // Loads: thread (run, chunk) owns 16-byte chunk `chunk` of the kRunRows consecutive rows starting
+  // at row run * kRunRows of every tile. A run never crosses a page (tiles start at multiples of
+  // 64, kRunRows <= 16 <= block_size), so it needs one block id per tile and its rows are a fixed
+  // stride apart in the cache. Chunks at or past the row's real length zero-fill the DMAX pad;
+  // rows outside the union range or in an unmapped block are zero-filled and flagged.
+  constexpr int kChunks = DMAX * (int)sizeof(C) / 16;
+  constexpr int kRunRows = kPrefillTileKeys * kChunks / kPrefillThreads;
+  static_assert(kRunRows >= 1 && kRunRows <= 16, "a run of rows must fit in a 16-key page");
+  const int chunk = tid % kChunks, run = tid / kChunks;
+  const bool real_chunk = chunk * 16 < head_size * (int)sizeof(C);
+  const int64_t slot_bytes = (int64_t)P.kv.kv_num_heads * head_size * sizeof(C);
+  const int32_t *table_row = P.block_table + (int64_t)b * P.kv.max_blocks_per_seq;
+  const unsigned char *k_base = reinterpret_cast<const unsigned char *>(P.k_cache);
+  const unsigned char *v_base = reinterpret_cast<const unsigned char *>(P.v_cache);
+  auto run_first_key = [&](int64_t tile) { return tile * kPrefillTileKeys + run * kRunRows; };
+  auto run_block_entry = [&](int64_t tile) {
+    const int64_t key = run_first_key(tile);
+    return key < union_hi ? kv_block_entry(P.kv, table_row, key) : -1;
+  };
+  auto issue_tile = [&](int64_t tile, int32_t block_entry) {
+    const int32_t block_id = kv_block_mapped(P.kv, block_entry);
+    const int stage = (int)(tile % kPrefillStages);
+    unsigned char *k_dst = stages + stage * stage_bytes + run * kRunRows * row_bytes + chunk * 16;
+    unsigned char *v_dst = k_dst + kPrefillTileKeys * row_bytes;
+    const int64_t key0 = run_first_key(tile);
+    const int first_valid = (int)max((int64_t)0, min((int64_t)kRunRows, union_lo - key0));
+    const int end_valid = (int)max((int64_t)0, min((int64_t)kRunRows, union_hi - key0));
+    const uint32_t valid =
+        block_id >= 0 ? ((1u << end_valid) - 1u) & ~((1u << first_valid) - 1u) : 0u;
+    const int64_t offset =
+        block_id >= 0
+            ? kv_row_offset(P.kv, block_id, key0, kv_head) * (int64_t)sizeof(C) + chunk * 16
+            : 0;
+    const unsigned char *k_src = k_base + offset, *v_src = v_base + offset;
+#pragma unroll
+    for (int i = 0; i < kRunRows; i++) {
+      const bool fill = real_chunk && (valid >> i & 1u);
+      cp_async_16(k_dst + i * row_bytes, fill ? k_src + i * slot_bytes : k_base, fill);
+      cp_async_16(v_dst + i * row_bytes, fill ? v_src + i * slot_bytes : v_base, fill);
+    }
+    if (chunk == 0) {
+#pragma unroll
+      for (int i = 0; i < kRunRows; i++)
+        admitted[stage * kPrefillTileKeys + run * kRunRows + i] = valid >> i & 1u;
+    }
+  };
+
+  constexpr int kSteps = DMAX / 16;    // k-steps of Q·K^T
+  constexpr int kOutTiles = DMAX / 8;  // n-tiles of P·V
+  constexpr int kLoads = warp_fragments<T, C>::kLoads;
+  // A tile's keys are computed in passes: 64 keys at once with one m16 tile per warp, 32 with two
+  // (their scores would not fit the registers beside the accumulators otherwise).
+  constexpr int kPassKeys = kMTiles == 1 ? 64 : 32;
+  constexpr int kPasses = kPrefillTileKeys / kPassKeys;
+  constexpr int kPassGroups = kPassKeys / 16;  // 16-key groups of a pass (k-steps of P·V)
+  static_assert(kSteps % kLoads == 0 && kOutTiles % (2 * kLoads) == 0, "whole fragment loads");
+  float out_acc[kMTiles][kOutTiles][4];
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; mt++)
+#pragma unroll
+    for (int n = 0; n < kOutTiles; n++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) out_acc[mt][n][i] = 0.0f;
+  float row_max[kMTiles][2], row_sum[kMTiles][2];  // row_sum: this thread's columns only
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; mt++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      row_max[mt][h] = -INFINITY;
+      row_sum[mt][h] = 0.0f;
+    }
+  const float softcap = P.softcap;
+
+  int32_t next_entry = tile_begin < tile_end ? run_block_entry(tile_begin) : -1;
+#pragma unroll
+  for (int s = 0; s < kPrefillStages - 1; s++) {
+    const int64_t tile = tile_begin + s;
+    if (tile < tile_end) {
+      const int32_t entry = next_entry;
+      if (tile + 1 < tile_end) next_entry = run_block_entry(tile + 1);
+      issue_tile(tile, entry);
+    }
+    cp_async_commit();
+  }
+
+  const T *q_frag_rows = q_smem + (warp_row0 + lane % 16) * q_stride + (lane / 16) * 8;
+  for (int64_t tile = tile_begin; tile < tile_end; tile++) {
+    cp_async_wait<kPrefillStages - 2>();
+    __syncthreads();
+    const int64_t ahead = tile + kPrefillStages - 1;
+    if (ahead < tile_end) {
+      const int32_t entry = next_entry;
+      if (ahead + 1 < tile_end) next_entry = run_block_entry(ahead + 1);
+      issue_tile(ahead, entry);
+    }
+    cp_async_commit();
+
+    const int stage = (int)(tile % kPrefillStages);
+    const unsigned char *k_tile = stages + stage * stage_bytes;
+    const unsigned char *v_tile = k_tile + kPrefillTileKeys * row_bytes;
+    const unsigned char *tile_admitted = admitted + stage * kPrefillTileKeys;
+    const uint32_t mapped_lo = __ballot_sync(0xffffffffu, tile_admitted[lane] != 0);
+    const uint32_t mapped_hi = __ballot_sync(0xffffffffu, tile_admitted[32 + lane] != 0);
+#pragma unroll
+    for (int pass = 0; pass < kPasses; pass++) {
+      const int64_t key0 = tile * kPrefillTileKeys + pass * kPassKeys;
+      if (warp_hi <= key0 || warp_lo >= key0 + kPassKeys) continue;  // no row of mine sees it
+      const uint32_t pass_mapped =
+          kPassKeys == 64 ? (mapped_lo & mapped_hi) : (pass == 0 ? mapped_lo : mapped_hi);
+      const bool unmasked =
+          pass_mapped == 0xffffffffu && key0 >= common_lo && key0 + kPassKeys <= common_hi;
+      const unsigned char *k_pass = k_tile + pass * kPassKeys * row_bytes;
+      const unsigned char *v_pass = v_tile + pass * kPassKeys * row_bytes;
+
+      // scores of this warp's rows x the pass's keys (8-key n-tiles)
+      float score[kMTiles][2 * kPassGroups][4];
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; mt++)
+#pragma unroll
+        for (int n = 0; n < 2 * kPassGroups; n++)
+#pragma unroll
+          for (int i = 0; i < 4; i++) score[mt][n][i] = 0.0f;
+#pragma unroll
+      for (int ks = 0; ks < kSteps; ks += kLoads) {
+        uint32_t a[kMTiles][kLoads][4];
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; mt++)
+#pragma unroll
+          for (int s = 0; s < kLoads; s++)
+            ldmatrix_x4(a[mt][s], q_frag_rows + mt * 16 * q_stride + (ks + s) * 16);
+#pragma unroll
+        for (int g = 0; g < kPassGroups; g++) {
+          uint32_t bk[kLoads][4];
+          const warp_fragments<T, C> k_frags = {k_pass + g * 16 * row_bytes, row_bytes, lane};
+          k_frags.scores_k(bk, ks);
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; mt++)
+#pragma unroll
+            for (int s = 0; s < kLoads; s++) {
+              mma_op<T>::run(score[mt][2 * g], a[mt][s], bk[s][0], bk[s][1]);
+              mma_op<T>::run(score[mt][2 * g + 1], a[mt][s], bk[s][2], bk[s][3]);
+            }
+        }
+      }
+
+      // scale, softcap, masks; online softmax per row (log2 units)
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; mt++) {
+        float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int n = 0; n < 2 * kPassGroups; n++)
+#pragma unroll
+          for (int i = 0; i < 4; i++) {
+            float s = score_log2(score[mt][n][i], qk_scale, softcap);
+            if (!unmasked) {
+              const int k = n * 8 + col + (i & 1);  // key within the pass
+              const int64_t key = key0 + k;
+              const uint32_t mapped =
+                  kPassKeys == 64 ? (k < 32 ? mapped_lo >> k : mapped_hi >> (k - 32))
+                                  : pass_mapped >> k;
+              const bool ok = (mapped & 1u) && key >= my_lo[mt][i / 2] && key < my_hi[mt][i / 2];
+              s = ok ? s : -INFINITY;
+            }
+            score[mt][n][i] = s;
+            tile_max[i / 2] = fmaxf(tile_max[i / 2], s);
+          }
+        float rescale[2], base[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+          tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
+          const softmax_step step = online_softmax_step(row_max[mt][h], tile_max[h]);
+          base[h] = step.base;
+          rescale[h] = step.rescale;
+          row_sum[mt][h] *= rescale[h];
+        }
+#pragma unroll
+        for (int n = 0; n < 2 * kPassGroups; n++)
+#pragma unroll
+          for (int i = 0; i < 4; i++) {
+            const float p = exp2f(score[mt][n][i] - base[i / 2]);
+            score[mt][n][i] = p;
+            row_sum[mt][i / 2] += p;
+          }
+        // once the running max settles, every rescale is exactly 1: skip the multiply then
+        if (__any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f)) {
+#pragma unroll
+          for (int n = 0; n < kOutTiles; n++) {
+            out_acc[mt][n][0] *= rescale[0];
+            out_acc[mt][n][1] *= rescale[0];
+            out_acc[mt][n][2] *= rescale[1];
+            out_acc[mt][n][3] *= rescale[1];
+          }
+        }
+      }
+
+      // out += P · V, 16 keys per k-step (P rounded to T, as in every flash kernel)
+#pragma unroll
+      for (int g = 0; g < kPassGroups; g++) {
+        uint32_t p_frag[kMTiles][4];
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; mt++) {
+          p_frag[mt][0] = pack_t2<T>(score[mt][2 * g][0], score[mt][2 * g][1]);
+          p_frag[mt][1] = pack_t2<T>(score[mt][2 * g][2], score[mt][2 * g][3]);
+          p_frag[mt][2] = pack_t2<T>(score[mt][2 * g + 1][0], score[mt][2 * g + 1][1]);
+          p_frag[mt][3] = pack_t2<T>(score[mt][2 * g + 1][2], score[mt][2 * g + 1][3]);
+        }
+        const warp_fragments<T, C> v_frags = {v_pass + g * 16 * row_bytes, row_bytes, lane};
+#pragma unroll
+        for (int n = 0; n < kOutTiles; n += 2 * kLoads) {
+          uint32_t bv[kLoads][4];
+          v_frags.values_v(bv, n);
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; mt++)
+#pragma unroll
+            for (int s = 0; s < kLoads; s++) {
+              mma_op<T>::run(out_acc[mt][n + 2 * s], p_frag[mt], bv[s][0], bv[s][1]);
+              mma_op<T>::run(out_acc[mt][n + 2 * s + 1], p_frag[mt], bv[s][2], bv[s][3]);
+            }
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  // Finalize each row (one split) or write its partial state (several splits).
+  const int32_t splits = prefill_sequence_splits(P, span.kv_len);
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; mt++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      float l = row_sum[mt][h];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const int r = warp_row0 + mt * 16 + group_id + 8 * h;
+      if (!row_valid(r)) continue;
+      const int64_t token = row_token(r);
+      const int head = row_head(r);
+      const float m = row_max[mt][h];
+      if (splits == 1) {
+        const float sink = sink_log2<T>(P.head_sink, head);
+        T *out = reinterpret_cast<T *>(P.output) + (token * P.num_heads + head) * head_size;
+#pragma unroll
+        for (int n = 0; n < kOutTiles; n++)
+#pragma unroll
+          for (int e = 0; e < 2; e++) {
+            // the pair (this column, the next channel) as one 4-byte store
+            if (sizeof(C) == 1 && (n & 1)) continue;
+            const int c = prefill_out_channel<C>(n, col + e);
+            if (sizeof(C) == 2 && e == 1) continue;
+            if (c >= head_size) continue;
+            const float o0 = out_acc[mt][n][2 * h + e];
+            const float o1 = sizeof(C) == 2 ? out_acc[mt][n][2 * h + 1] : out_acc[mt][n + 1][2 * h + e];
+            float s0 = 1.0f, s1 = 1.0f;
+            if (is_quantized<C>::value) {
+              s0 = cache_scale(P.v_scale, P.v_quant, kv_head, head_size, c);
+              s1 = cache_scale(P.v_scale, P.v_quant, kv_head, head_size, c + 1);
+            }
+            *reinterpret_cast<uint32_t *>(out + c) =
+                pack_t2<T>(finalize_output(m, l, o0, sink, s0), finalize_output(m, l, o1, sink, s1));
+          }
+      } else {
+        const int64_t item = token * P.num_split_slots + split;
+        float *partial = P.partial_out + (item * P.num_heads + head) * head_size;
+#pragma unroll
+        for (int n = 0; n < kOutTiles; n++)
+#pragma unroll
+          for (int e = 0; e < 2; e++) {
+            if (sizeof(C) == 1 && (n & 1)) continue;
+            const int c = prefill_out_channel<C>(n, col + e);
+            if (sizeof(C) == 2 && e == 1) continue;
+            if (c >= head_size) continue;
+            const float o0 = out_acc[mt][n][2 * h + e];
+            const float o1 = sizeof(C) == 2 ? out_acc[mt][n][2 * h + 1] : out_acc[mt][n + 1][2 * h + e];
+            *reinterpret_cast<float2 *>(partial + c) = make_float2(o0, o1);
+          }
+        if (lane % 4 == 0) {
+          P.partial_ml[item * P.num_heads + head] = make_float2(m, l);
+          if (split == 0) P.split_counts[token] = splits;
+        }
+      }
+    }
+}
+
+// A persistent grid: each CTA takes the next (unit, KV head) pair from an atomic counter, the KV
+// heads of a unit adjacent, until every sequence's units are done.
+template <typename T, typename C, int DMAX>
+__global__ void __launch_bounds__(kPrefillThreads, DMAX <= 128 ? 2 : 1)
+    prefill_kernel(const prefill_params P) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  wait_for_previous_kernel();
+  __shared__ int64_t next;
+  const int64_t total = (int64_t)P.unit_begin[P.batch_size] * P.kv_num_heads;
+  for (;;) {
+    if (threadIdx.x == 0) next = atomicAdd(P.work_counter, 1u);
+    __syncthreads();
+    const int64_t taken = next;
+    if (taken >= total) break;
+    const int32_t unit = (int32_t)(taken / P.kv_num_heads);
+    const int kv_head = (int)(taken % P.kv_num_heads);
+    // the sequence: the last b with unit_begin[b] <= unit (zero-unit sequences are skipped)
+    int32_t lo = 0, hi = P.batch_size;
+    while (hi - lo > 1) {
+      const int32_t mid = (lo + hi) / 2;
+      if (P.unit_begin[mid] <= unit)
+        lo = mid;
+      else
+        hi = mid;
+    }
+    const int32_t b = lo;
+    const int64_t kv_len = (int64_t)__ldg(P.past_seqlens + b) +
+                           (__ldg(P.cu_seqlens + b + 1) - __ldg(P.cu_seqlens + b));
+    const int32_t splits = prefill_sequence_splits(P, kv_len);
+    const int32_t local = unit - P.unit_begin[b];
+    const int32_t blocks = (P.unit_begin[b + 1] - P.unit_begin[b]) / splits;
+    if (local >= 0 && local < blocks * splits)  // else malformed lengths: skip
+      prefill_unit<T, C, DMAX>(P, smem, b, blocks - 1 - local / splits, local % splits, kv_head);
+    __syncthreads();  // the next unit rewrites `next` and the shared memory this one read
+  }
+}
+
+// Per-instantiation entry points, defined in the prefill_*.cu translation units.
+template <typename T, typename C, int DMAX>
+cudaError_t prefill_set_smem(int smem_bytes);
+template <typename T, typename C, int DMAX>
+cudaError_t prefill_occupancy(int smem_bytes, int *ctas_per_sm);
+template <typename T, typename C, int DMAX>
+cudaError_t prefill_launch(const prefill_params &P, dim3 grid, int smem_bytes, cudaStream_t stream,
+                           bool chained);
+
+#define PA_PREFILL_INSTANTIATE(T, C, DMAX)                                                   \
+  template <>                                                                                \
+  cudaError_t prefill_set_smem<T, C, DMAX>(int smem_bytes) {                                 \
+    return cudaFuncSetAttribute(prefill_kernel<T, C, DMAX>,                                  \
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);    \
+  }                                                                                          \
+  template <>                                                                                \
+  cudaError_t prefill_occupancy<T, C, DMAX>(int smem_bytes, int *ctas_per_sm) {              \
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(                                    \
+        ctas_per_sm, prefill_kernel<T, C, DMAX>, kPrefillThreads, smem_bytes);               \
+  }                                                                                          \
+  template <>                                                                                \
+  cudaError_t prefill_launch<T, C, DMAX>(const prefill_params &P, dim3 grid, int smem_bytes, \
+                                         cudaStream_t stream, bool chained) {                \
+    return launch_chained(prefill_kernel<T, C, DMAX>, grid, kPrefillThreads,                 \
+                          (size_t)smem_bytes, stream, chained, P);                           \
+  }
+
+}  // namespace detail
+}  // namespace pa

@@ -1,0 +1,68 @@
+// PREFILL's schedule kernel, launched by prefill.cu before the attention kernel (one definition:
+// only the launcher's translation unit includes this).
+#pragma once
+
+#include "prefill_kernel.cuh"
+
+namespace pa {
+namespace detail {
+
+// Lists each sequence's work units (row blocks x splits) as an exclusive prefix sum over the
+// sequences, from the device-side lengths; zeroes the output rows of tokens past the last
+// sequence (no unit covers them) and marks them unsplit for the merge. One CTA.
+__global__ void __launch_bounds__(kPrefillScheduleThreads)
+    prefill_schedule_kernel(const prefill_params P, int out_row_elems, int t_bytes) {
+  wait_for_previous_kernel();
+  __shared__ int32_t warp_totals[kPrefillScheduleThreads / 32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int32_t carry = 0;
+  for (int32_t chunk = 0; chunk < P.batch_size; chunk += kPrefillScheduleThreads) {
+    const int32_t b = chunk + (int32_t)threadIdx.x;
+    int32_t units = 0;
+    if (b < P.batch_size) {
+      const sequence_span span = load_sequence_span(P.cu_seqlens, P.past_seqlens, b);
+      if (span.q_len > 0)  // clamped: malformed lengths must not overflow the count
+        units = prefill_row_blocks(P, min(span.q_len, P.token_count)) *
+                prefill_sequence_splits(P, span.kv_len);
+    }
+    int32_t inclusive = units;
+#pragma unroll
+    for (int offset = 1; offset < 32; offset *= 2) {
+      int32_t other = __shfl_up_sync(0xffffffffu, inclusive, offset);
+      if (lane >= offset) inclusive += other;
+    }
+    if (lane == 31) warp_totals[warp] = inclusive;
+    __syncthreads();
+    if (warp == 0) {
+      int32_t total = warp_totals[lane];
+#pragma unroll
+      for (int offset = 1; offset < 32; offset *= 2) {
+        int32_t other = __shfl_up_sync(0xffffffffu, total, offset);
+        if (lane >= offset) total += other;
+      }
+      warp_totals[lane] = total;
+    }
+    __syncthreads();
+    if (b < P.batch_size)
+      P.unit_begin[b] = carry + inclusive - units + (warp > 0 ? warp_totals[warp - 1] : 0);
+    carry += warp_totals[kPrefillScheduleThreads / 32 - 1];
+    __syncthreads();  // warp_totals is rewritten by the next chunk
+  }
+  if (threadIdx.x == 0) {
+    P.unit_begin[P.batch_size] = carry;
+    *P.work_counter = 0;
+  }
+  // tokens that belong to no sequence
+  const int64_t covered = min((int64_t)__ldg(P.cu_seqlens + P.batch_size), P.token_count);
+  const int64_t first = max((int64_t)0, covered);
+  const int64_t words = (P.token_count - first) * out_row_elems * t_bytes / 4;
+  uint32_t *out = reinterpret_cast<uint32_t *>(reinterpret_cast<char *>(P.output) +
+                                               first * out_row_elems * t_bytes);
+  for (int64_t i = threadIdx.x; i < words; i += kPrefillScheduleThreads) out[i] = 0u;
+  if (P.split_counts)
+    for (int64_t t = first + threadIdx.x; t < P.token_count; t += kPrefillScheduleThreads)
+      P.split_counts[t] = 0;
+}
+
+}  // namespace detail
+}  // namespace pa
