@@ -129,11 +129,23 @@ class NonFiniteQuery(unittest.TestCase):
         clean, poisoned, rows, head_size = self.outputs("unfused")
         assert_poisoned_rows(self, clean, poisoned, rows, head_size, "UNFUSED (seed %d)" % SEED)
 
+    def test_prefill(self):
+        """Short contexts: each sequence's keys fit one split, finalized in the kernel (a split
+        merge would drop NaN partials, like DECODE's: see test_decode_known_gap)."""
+        try:
+            clean, poisoned, rows, head_size = self.outputs("prefill")
+        except pagedattn.Error as e:
+            if e.status_name != "PA_ERROR_NOT_SUPPORTED":
+                raise
+            self.skipTest("PREFILL does not serve this case: %s" % e.message)
+        assert_poisoned_rows(self, clean, poisoned, rows, head_size, "PREFILL (seed %d)" % SEED)
+
     def test_decode_known_gap(self):
-        """DECODE drops a partial state whose sum is NaN (its merges test `sum > 0`) and takes
-        maxima with fmaxf, which skips NaN, so the poisoned rows come out zero, not NaN
-        (doc/semantics.md). This asserts that gap, so it fails once DECODE is fixed: then make it
-        check DECODE like test_unfused."""
+        """DECODE drops a partial state whose sum is NaN (its merges test `sum > 0`:
+        cuda/decode_kernel.cuh's warp merge, cuda/common/split_merge.cuh) and takes maxima with
+        fmaxf, which skips NaN, so the poisoned rows come out zero, not NaN (doc/semantics.md).
+        This asserts that gap, so it fails once DECODE is fixed: then make it check DECODE like
+        test_unfused."""
         clean, poisoned, rows, head_size = self.outputs("decode")
         with self.assertRaises(AssertionError):
             assert_poisoned_rows(self, clean, poisoned, rows, head_size, "DECODE")
