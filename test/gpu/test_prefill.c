@@ -62,11 +62,18 @@ static gpu_matrix_result run_graph(const gpu_case *base, const gpu_axis *axes, i
 /* ---- the operator over the matrix ------------------------------------------------------------ */
 
 static void matrix(gpu_matrix_result *all, int quick) {
-  /* head sizes (multiples of 16 up to 256, 48 and 112 not powers of two) and types, over query
+  /* Where the cache holds T, the sections below use scale 0.5 instead of 1/sqrt(head_size): a
+   * peaked softmax, so that a key range read twice, skipped or misplaced moves the output past the
+   * tolerance, where a near-uniform average over hundreds of keys would hide it. 8-bit caches keep
+   * the default scale: there the operands reach the tensor cores rounded to T (the dequantized
+   * codes, or Q with a per-channel k_scale folded in), an error a large scale magnifies.
+   *
+   * head sizes (multiples of 16 up to 256, 48 and 112 not powers of two) and types, over query
    * chunks that cross a 64-row tile, several KV tiles, block sizes 16 and 64 */
   gpu_case heads = gpu_case_default("prefill_heads");
   heads.num_heads = 8;
   heads.kv_num_heads = 2;
+  heads.scale = 0.5f;
   heads.batch_size = 3;
   heads.max_q_len = quick ? 40 : 70;
   heads.max_past_len = quick ? 100 : 300;
@@ -83,6 +90,7 @@ static void matrix(gpu_matrix_result *all, int quick) {
    * tokens share the M dimension */
   gpu_case groups = gpu_case_default("prefill_groups");
   groups.kv_num_heads = 2;
+  groups.scale = 0.5f;
   groups.batch_size = 3;
   groups.max_q_len = 40;
   groups.max_past_len = quick ? 80 : 200;
@@ -98,6 +106,7 @@ static void matrix(gpu_matrix_result *all, int quick) {
   gpu_case blocks = gpu_case_default("prefill_blocks");
   blocks.num_heads = 8;
   blocks.kv_num_heads = 2;
+  blocks.scale = 0.5f;
   blocks.batch_size = 3;
   blocks.max_q_len = quick ? 50 : 100;
   blocks.max_past_len = quick ? 500 : 1000;
@@ -169,9 +178,7 @@ static void matrix(gpu_matrix_result *all, int quick) {
   }
 
   /* chunked prefill over long cached prefixes (past several hundred to a few thousand, chunks of
-   * tens to hundreds), shuffled blocks. Scale 0.5 instead of 1/sqrt(128) makes the softmax peaked
-   * enough that a missing or doubled KV tile moves the output past the tolerance, where a
-   * near-uniform average over thousands of keys would hide it. */
+   * tens to hundreds), shuffled blocks */
   {
     static const int32_t past[4] = {3000, 700, 1500, 0};
     static const int32_t chunk[4] = {200, 64, 17, 130};
