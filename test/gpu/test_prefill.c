@@ -65,8 +65,12 @@ static void matrix(gpu_matrix_result *all, int quick) {
   /* Where the cache holds T, the sections below use scale 0.5 instead of 1/sqrt(head_size): a
    * peaked softmax, so that a key range read twice, skipped or misplaced moves the output past the
    * tolerance, where a near-uniform average over hundreds of keys would hide it. 8-bit caches keep
-   * the default scale: there the operands reach the tensor cores rounded to T (the dequantized
-   * codes, or Q with a per-channel k_scale folded in), an error a large scale magnifies.
+   * the default scale over short contexts and take 0.25 over long ones: there the operands reach
+   * the tensor cores rounded to T (the dequantized codes, or Q with a per-channel k_scale folded
+   * in), an error a large scale magnifies (simulated on this harness's data: at 0.25 such rounding
+   * reaches under a fifth of the 2e-2 tolerance over 400..3000 keys; a skipped 64-key tile over
+   * 3000 keys exceeds it with an int8 cache, but not always with fp8, whose random codes make the
+   * attention near-uniform).
    *
    * head sizes (multiples of 16 up to 256, 48 and 112 not powers of two) and types, over query
    * chunks that cross a 64-row tile, several KV tiles, block sizes 16 and 64 */
@@ -196,8 +200,8 @@ static void matrix(gpu_matrix_result *all, int quick) {
     const gpu_axis f[] = {GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16),
                           GPU_AXIS(block_size, 16, 256), GPU_AXIS(window, 0, 500)};
     RUN_QUICK_OR_FULL(*all, chunked, q, f);
-    chunked.name = "prefill_chunked_quant"; /* 8-bit caches at the default scale (see quant) */
-    chunked.scale = 0.0f;
+    chunked.name = "prefill_chunked_quant";
+    chunked.scale = 0.25f;
     const gpu_axis qq[] = {GPU_AXIS(cache_dtype, PA_DTYPE_FLOAT8_E4M3FN),
                            GPU_AXIS(k_quant, PA_QUANT_PER_CHANNEL)};
     const gpu_axis fq[] = {GPU_AXIS(cache_dtype, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
@@ -222,7 +226,7 @@ static void matrix(gpu_matrix_result *all, int quick) {
                           GPU_AXIS(block_size, 16, 64), GPU_AXIS(window, 0, 256)};
     RUN_QUICK_OR_FULL(*all, mixed, q, f);
     mixed.name = "prefill_mixed_quant";
-    mixed.scale = 0.0f;
+    mixed.scale = 0.25f;
     const gpu_axis qq[] = {GPU_AXIS(cache_dtype, PA_DTYPE_INT8)};
     const gpu_axis fq[] = {GPU_AXIS(cache_dtype, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
                            GPU_AXIS(k_quant, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL),
@@ -252,7 +256,7 @@ static void matrix(gpu_matrix_result *all, int quick) {
                                                                  PA_DTYPE_BFLOAT16)};
     RUN_QUICK_OR_FULL(*all, verify, q, f);
     verify.name = "prefill_spec_verify_quant";
-    verify.scale = 0.0f;
+    verify.scale = 0.25f;
     const gpu_axis qq[] = {GPU_AXIS(cache_dtype, PA_DTYPE_FLOAT8_E4M3FN)};
     const gpu_axis fq[] = {GPU_AXIS(cache_dtype, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
                            GPU_AXIS(k_quant, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL)};
