@@ -256,17 +256,20 @@ def flex_prefill(heads, kv_heads, d, seqs, page, options):
         tables.append(table)
         first += n
     page_seq, page_pos = page_seq.cuda(), page_pos.cuda()
+    # the packed queries, padded to whole 128-row blocks with rows of no sequence (fully masked)
     total_q = sum(q for q, _ in seqs)
-    q = torch.randn(1, heads, total_q, d, dtype=torch.bfloat16, device="cuda")
-    q_seq = torch.repeat_interleave(torch.arange(B, dtype=torch.int32),
-                                    torch.tensor([n for n, _ in seqs])).cuda()
-    q_pos = torch.cat([past + torch.arange(n, dtype=torch.int32) for n, past in seqs]).cuda()
+    padded_q = (total_q + 127) // 128 * 128
+    q = torch.randn(1, heads, padded_q, d, dtype=torch.bfloat16, device="cuda")
+    pad = torch.full((padded_q - total_q,), -1, dtype=torch.int32)
+    q_seq = torch.cat([torch.repeat_interleave(torch.arange(B, dtype=torch.int32),
+                                               torch.tensor([n for n, _ in seqs])), pad]).cuda()
+    q_pos = torch.cat([past + torch.arange(n, dtype=torch.int32) for n, past in seqs] + [pad]).cuda()
 
     def mask_mod(b, h, q_idx, kv_idx):
         pg = kv_idx // page
         return (page_seq[pg] == q_seq[q_idx]) & (page_pos[pg] * page + kv_idx % page <= q_pos[q_idx])
 
-    block_mask = create_block_mask(mask_mod, 1, None, total_q, pool, device="cuda",
+    block_mask = create_block_mask(mask_mod, 1, None, padded_q, pool, device="cuda",
                                    BLOCK_SIZE=(128, page))
     compiled = torch.compile(flex_attention, dynamic=False)
 
