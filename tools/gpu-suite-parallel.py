@@ -2,7 +2,7 @@
 """Runs the meson `gpu` suite of a build directory as parallel processes on the GPU machine.
 
 meson runs the matrix tests one process each, and test_gpu_prologue's full matrix alone takes about
-five minutes; here the three matrix tests are split into PA_GPU_TEST_SHARD shares (same seed, so
+five minutes; here the four matrix tests are split into PA_GPU_TEST_SHARD shares (same seed, so
 together they run every case once), every other gpu test runs once, and memcheck runs on the quick
 prologue matrix, all at the same time. One line per process is appended to SUMMARY; each process's
 output is in LOGDIR/suite-NN.log.
@@ -11,7 +11,7 @@ output is in LOGDIR/suite-NN.log.
 """
 import argparse, json, os, subprocess, time
 
-SHARDS = {"gpu_prologue": 8, "gpu_unfused": 4, "gpu_decode": 2}
+SHARDS = {"gpu_prologue": 8, "gpu_unfused": 4, "gpu_decode": 2, "gpu_prefill": 4}
 
 ap = argparse.ArgumentParser()
 ap.add_argument("build"); ap.add_argument("summary")

@@ -358,6 +358,56 @@ static void dispatch_host_plans_are_reference(void **state) {
   }
 }
 
+/* ---- PREFILL (issue 16): these two FAIL until PA_BACKEND_PREFILL is built ------------------ */
+
+/* A 32/8-head, head 128, bf16, block 16 step of `batch` sequences of `tokens_per_seq` new tokens
+ * over `past` cached ones, no attention_metadata. */
+static pa_case prefill_step(int32_t batch, int64_t tokens_per_seq, int32_t past) {
+  case_config cfg = case_config_decode();
+  cfg.dtype = PA_DTYPE_BFLOAT16;
+  cfg.batch_size = batch;
+  cfg.token_count = (int64_t)batch * tokens_per_seq;
+  cfg.blocks_per_seq = (int32_t)((past + tokens_per_seq + cfg.block_size - 1) / cfg.block_size);
+  cfg.num_blocks = (int64_t)batch * cfg.blocks_per_seq;
+  return built(cfg, CASE_H200);
+}
+
+/* Expected to fail until the PREFILL backend lands: AUTO must pick PREFILL for prefill-shaped steps
+ * (token_count > batch_size) it serves on a described H200 (sm_90, 132 SMs): the default prefill
+ * case (8/2 heads, d64, fp16, 5 tokens over 3 sequences), a chunk, a mixed step (one chunk among
+ * decode tokens) and a verify step; decode-shaped steps stay on DECODE. */
+static void prefill_expected_auto_picks_prefill_on_h200(void **state) {
+  (void)state;
+  pa_case c = prefill_case(CASE_H200);
+  expect_backend_only(&c, PA_BACKEND_PREFILL);
+  c = prefill_step(1, 2048, 30720); /* a 2k chunk over 30k cached */
+  expect_backend_only(&c, PA_BACKEND_PREFILL);
+  c = prefill_step(64, 1, 4096); /* 64 decode tokens, plus 2047 more of one sequence: mixed */
+  c.in[PA_IN_QUERY].dims[0] = c.in[PA_IN_KEY].dims[0] = c.in[PA_IN_VALUE].dims[0] =
+      c.out[PA_OUT_OUTPUT].dims[0] = 64 + 2047;
+  expect_backend_only(&c, PA_BACKEND_PREFILL);
+  c = prefill_step(64, 4, 4096); /* speculative verify */
+  expect_backend_only(&c, PA_BACKEND_PREFILL);
+  c = prefill_step(64, 1, 4096); /* decode-shaped */
+  expect_backend_only(&c, PA_BACKEND_DECODE);
+}
+
+/* Expected to fail until the PREFILL backend lands: without attention_metadata, the workspace of a
+ * 256 x 4-token verify step over 4k (32/8 heads, d128, bf16, block 16) on PREFILL is below 1 GiB
+ * (UNFUSED's is 144 GiB: it sizes scores for batch x token_count x KV capacity). */
+static void prefill_expected_verify_256x4_workspace_below_1gib(void **state) {
+  (void)state;
+  pa_case c = prefill_step(256, 4, 4096);
+  c.backend = PA_BACKEND_PREFILL;
+  pa_plan *plan = expect_backend(&c, PA_BACKEND_PREFILL);
+  const size_t bytes = pa_plan_workspace_size(plan);
+  if (bytes >= ((size_t)1 << 30))
+    fprintf(stderr, "PREFILL workspace of the 256 x 4 verify step: %zu bytes (>= 1 GiB)\n", bytes);
+  assert_true(bytes < ((size_t)1 << 30));
+  assert_int_equal(bytes % PA_WORKSPACE_ALIGNMENT, 0);
+  pa_plan_destroy(plan);
+}
+
 /* ---- workspace sizes on described devices ---------------------------------------------------- */
 
 static void expect_workspace(const pa_case *c, size_t at_least) {
@@ -427,6 +477,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(dispatch_host_plans_are_reference),
       cmocka_unit_test(workspace_positive_and_aligned),
       cmocka_unit_test(workspace_holds_staged_query),
+      cmocka_unit_test(prefill_expected_auto_picks_prefill_on_h200),
+      cmocka_unit_test(prefill_expected_verify_256x4_workspace_below_1gib),
   };
   return CASE_RUN_TESTS("plan", tests, argc, argv);
 }
