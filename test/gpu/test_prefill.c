@@ -10,7 +10,7 @@
  * step), attention_metadata invariance (absent == tight == loose, bitwise), under-sized bounds and
  * out-of-range ids (for compute-sanitizer), and plan-level checks on the real device: AUTO picks
  * PREFILL for prefill-shaped steps and DECODE for decode-shaped ones, forced PREFILL refuses
- * attention_bias / output_qk / LATENT / head_size 80 naming the feature, the workspace of a
+ * attention_bias / output_qk / LATENT / head_size 72 naming the feature, the workspace of a
  * 256 x 4-token verify step over 4k stays below 1 GiB without attention_metadata, and an execute
  * with one byte too little workspace launches nothing.
  *
@@ -626,7 +626,7 @@ static int expect_backend(const request *r, pa_backend b, pa_backend want, const
 
 /* AUTO picks PREFILL for every prefill-shaped step (token_count > batch_size) PREFILL serves: head
  * sizes, types, 8-bit caches, a mixed step with a zero-token sequence's worth of tokens; DECODE for
- * a decode-shaped one; UNFUSED for head_size 80 (not a multiple of 16). */
+ * a decode-shaped one; UNFUSED for head_size 72 (not a multiple of 16). */
 static int auto_choice(void) {
   int ok = 1;
   const int32_t heads[] = {48, 64, 96, 112, 128, 256};
@@ -662,9 +662,9 @@ static int auto_choice(void) {
     request r = make_request(32, 8, 128, PA_DTYPE_BFLOAT16, 64, 64, 16, 256);
     ok &= expect_backend(&r, PA_BACKEND_AUTO, PA_BACKEND_DECODE,
                          "auto_choice: decode-shaped step (64 sequences, 64 tokens)");
-    r = prefill_shaped(80);
+    r = prefill_shaped(72);
     ok &= expect_backend(&r, PA_BACKEND_AUTO, PA_BACKEND_UNFUSED,
-                         "auto_choice: prefill-shaped, head_size 80 (PREFILL serves multiples "
+                         "auto_choice: prefill-shaped, head_size 72 (PREFILL serves multiples "
                          "of 16)");
   }
   return ok;
@@ -703,7 +703,7 @@ static int refusals(void) {
   make_latent(&r);
   ok &= expect_refusal(&r, "LATENT");
 
-  r = prefill_shaped(80);
+  r = prefill_shaped(72);
   ok &= expect_refusal(&r, "head_size");
   return ok;
 }
