@@ -102,6 +102,14 @@ __device__ __forceinline__ softmax_step online_softmax_step(float &row_max, floa
   return step;
 }
 
+// exp2 of a softmax exponent (x <= 0 after the running max is subtracted): the hardware
+// approximation (MUFU.EX2, about 2 ulp), results below the normal range flushed to zero.
+__device__ __forceinline__ float softmax_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Weight of a partial state with running max m (log2 units) inside a merge whose max is m_all.
 __device__ __forceinline__ float softmax_rescale(float m, float m_all) { return exp2f(m - m_all); }
 
