@@ -377,13 +377,13 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
 #pragma unroll
     for (int w = 0; w < kDecodeWarps; w++) {
       float2 ml = warp_ml[w * kDecodeHeadsPerCta + r];
-      if (ml.y > 0.0f) m = fmaxf(m, ml.x);
+      if (partial_has_keys(ml.y)) m = fmaxf(m, ml.x);
     }
     float l = 0.0f, o = 0.0f;
 #pragma unroll
     for (int w = 0; w < kDecodeWarps; w++) {
       float2 ml = warp_ml[w * kDecodeHeadsPerCta + r];
-      if (ml.y > 0.0f) {
+      if (partial_has_keys(ml.y)) {
         float weight = softmax_rescale(ml.x, m);
         l += ml.y * weight;
         o += warp_out[(w * kDecodeHeadsPerCta + r) * DMAX + c] * weight;

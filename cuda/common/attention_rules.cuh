@@ -110,6 +110,10 @@ __device__ __forceinline__ float softmax_exp2(float x) {
   return y;
 }
 
+// Whether a partial state (running max, sum l) saw any admitted key. A NaN sum counts, so a NaN
+// score or value reaches the output (doc/semantics.md) instead of being dropped with the empties.
+__device__ __forceinline__ bool partial_has_keys(float l) { return l != 0.0f; }
+
 // Weight of a partial state with running max m (log2 units) inside a merge whose max is m_all.
 __device__ __forceinline__ float softmax_rescale(float m, float m_all) { return exp2f(m - m_all); }
 

@@ -644,13 +644,13 @@ __device__ __forceinline__ void prefill_keys_split(const prefill_params &P,
 #pragma unroll
     for (int w = 0; w < kPrefillWarps; w++) {
       const float2 ml = warp_ml[w * 16 + r];
-      if (ml.y > 0.0f) m = fmaxf(m, ml.x);
+      if (partial_has_keys(ml.y)) m = fmaxf(m, ml.x);
     }
     float l = 0.0f, o0 = 0.0f, o1 = 0.0f;
 #pragma unroll
     for (int w = 0; w < kPrefillWarps; w++) {
       const float2 ml = warp_ml[w * 16 + r];
-      if (ml.y > 0.0f) {
+      if (partial_has_keys(ml.y)) {
         const float weight = softmax_rescale(ml.x, m);
         const float2 o = *reinterpret_cast<const float2 *>(warp_out + (w * 16 + r) * DMAX + c);
         l += ml.y * weight;
