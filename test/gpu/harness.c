@@ -1066,10 +1066,11 @@ int gpu_case_run_ring(const gpu_case *c, pa_backend backend, unsigned seed, int 
   return result;
 }
 
-/* ---- prologue-only mode ---------------------------------------------------------------------- */
+/* ---- write-path-only mode -------------------------------------------------------------------- */
 
-/* The prologue's Q (doc/semantics.md steps 1-4) on the host: the oracle for the staged copy. */
-static void host_prologue_q(const fixture *f, void *q_out) {
+/* The write path's Q (doc/semantics.md, "The write path", steps 1-4) on the host: the oracle for
+ * the staged copy. */
+static void host_write_q(const fixture *f, void *q_out) {
   const gpu_case *c = &f->c;
   const pa_dtype T = c->dtype;
   const int32_t H = c->num_heads, D = c->head_size;
@@ -1113,7 +1114,7 @@ static void host_prologue_q(const fixture *f, void *q_out) {
 static int compare_staged_q(fixture *f, const void *gpu_q) {
   const int64_t row = (int64_t)f->c.num_heads * f->c.head_size;
   void *expected = malloc((size_t)(f->tokens_in_batch * row) * 2 + 2);
-  host_prologue_q(f, expected);
+  host_write_q(f, expected);
   int bad = 0;
   for (int64_t e = 0; e < f->tokens_in_batch * row; e++) {
     if (within_one_step(f->c.dtype, gpu_q, expected, (size_t)e)) continue;
@@ -1127,7 +1128,7 @@ static int compare_staged_q(fixture *f, const void *gpu_q) {
   return bad == 0;
 }
 
-int gpu_case_run_prologue(const gpu_case *c, unsigned seed) {
+int gpu_case_run_write(const gpu_case *c, unsigned seed) {
   if (!gpu_available()) return GPU_SKIP;
   fixture f;
   const char *name = c->name ? c->name : "(unnamed)";
@@ -1136,31 +1137,33 @@ int gpu_case_run_prologue(const gpu_case *c, unsigned seed) {
   if (result == GPU_PASS) {
     begin_step(&f, 0);
     const pa__problem *p = &f.plan->problem;
-    pa__workspace_layout ws = pa__workspace_layout_for(p, 0);
+    pa__workspace_layout ws = {0};
+    const int q_region = pa__write_workspace(p, &ws);
+    const size_t q_bytes = q_region >= 0 ? ws.regions[q_region].bytes : 0;
     void *outputs[PA_NUM_OUTPUTS] = {f.d_out[PA_OUT_OUTPUT], f.d_out[PA_OUT_KEY_CACHE],
                                      f.d_out[PA_OUT_VALUE_CACHE], f.d_out[PA_OUT_QK]};
     pa__io io = pa__io_from(p, (const void *const *)f.d_in, outputs);
-    if (ws.q_bytes) {
-      if (!cuda_ok(&f, cudaMalloc(&staged, ws.q_bytes), "staged q") ||
-          !cuda_ok(&f, cudaMemsetAsync(staged, 0xff, ws.q_bytes, f.stream), "poison staged q"))
+    if (q_bytes) {
+      if (!cuda_ok(&f, cudaMalloc(&staged, q_bytes), "staged q") ||
+          !cuda_ok(&f, cudaMemsetAsync(staged, 0xff, q_bytes, f.stream), "poison staged q"))
         result = GPU_FAIL;
       io.q_staged = staged;
       io.q_attn = staged;
       io.q_attn_row_stride = pa__q_row_elems(p);
     }
     if (result == GPU_PASS && upload(&f, 0)) {
-      pa_status st = pa__prologue_run(f.plan, &io, (pa__stream)f.stream);
+      pa_status st = pa__write_run(f.plan, &io, (pa__stream)f.stream);
       if (st != PA_SUCCESS) {
         char msg[512];
         pa_last_error_message(msg, sizeof msg);
-        result = fail(&f, 0, "pa__prologue_run: %s: %s", pa_status_string(st), msg);
+        result = fail(&f, 0, "pa__write_run: %s: %s", pa_status_string(st), msg);
       }
     } else {
       result = GPU_FAIL;
     }
     if (result == GPU_PASS && staged) {
-      gpu_q = malloc(ws.q_bytes);
-      if (!cuda_ok(&f, cudaMemcpyAsync(gpu_q, staged, ws.q_bytes, cudaMemcpyDeviceToHost, f.stream),
+      gpu_q = malloc(q_bytes);
+      if (!cuda_ok(&f, cudaMemcpyAsync(gpu_q, staged, q_bytes, cudaMemcpyDeviceToHost, f.stream),
                    "download q"))
         result = GPU_FAIL;
     }
@@ -1236,7 +1239,7 @@ gpu_matrix_result gpu_run_matrix_mode(const gpu_case *base, const gpu_axis *axes
         result = gpu_case_run_graph(&c, backend, case_seed, graph_steps);
         break;
       case GPU_MODE_PROLOGUE:
-        result = gpu_case_run_prologue(&c, case_seed);
+        result = gpu_case_run_write(&c, case_seed);
         break;
       case GPU_MODE_RING:
       case GPU_MODE_RING_GRAPH:

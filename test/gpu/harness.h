@@ -204,12 +204,12 @@ int gpu_case_run_ring(const gpu_case *c, pa_backend backend, unsigned seed, int 
 int gpu_case_run_metadata_invariance(const gpu_case *c, pa_backend backend, unsigned seed);
 
 /*
- * Prologue-only mode (test_prologue.c): calls pa__prologue_run directly on a plan forced to the
+ * Write-path-only mode (test_write.c): calls pa__write_run directly on a plan forced to the
  * REFERENCE backend, then compares the caches with pa_execute_reference's and the staged Q
- * (pa__needs_q_staging) with the harness's own host computation of the prologue's Q (within 1 ULP,
- * or 2e-6 near zero, as the T caches).
+ * (pa__needs_q_staging) with the harness's own host computation of the write path's Q (within
+ * 1 ULP, or 2e-6 near zero, as the T caches).
  */
-int gpu_case_run_prologue(const gpu_case *c, unsigned seed);
+int gpu_case_run_write(const gpu_case *c, unsigned seed);
 
 /* ---- matrices ------------------------------------------------------------------------------- */
 

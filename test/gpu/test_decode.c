@@ -193,8 +193,8 @@ int main(void) {
     gpu_matrix_add(&all, run(&skew, axes, NUM(axes)));
   }
 
-  /* prologue features in front of DECODE: staged Q (rotary, QK-Norm, packed) and explicit slots */
-  gpu_case front = gpu_case_default("decode_prologue_inputs");
+  /* write-path features in front of DECODE: staged Q (rotary, QK-Norm, packed) and explicit slots */
+  gpu_case front = gpu_case_default("decode_write_path_inputs");
   front.num_heads = 8;
   front.kv_num_heads = 2;
   front.batch_size = 3;

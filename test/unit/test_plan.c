@@ -259,8 +259,8 @@ static void dispatch_decode_quantized_cache_is_decode(void **state) {
     }
 }
 
-/* the prologue features do not change the backend */
-static void dispatch_decode_with_prologue_features_is_decode(void **state) {
+/* the write-path features do not change the backend */
+static void dispatch_decode_with_write_path_features_is_decode(void **state) {
   (void)state;
   case_config cfg = case_config_decode();
   cfg.mode = CASE_PACKED;
@@ -407,7 +407,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(dispatch_decode_shaped_is_decode),
       cmocka_unit_test(dispatch_fewer_tokens_than_sequences_is_decode),
       cmocka_unit_test(dispatch_decode_quantized_cache_is_decode),
-      cmocka_unit_test(dispatch_decode_with_prologue_features_is_decode),
+      cmocka_unit_test(dispatch_decode_with_write_path_features_is_decode),
       cmocka_unit_test(dispatch_prefill_shaped_is_unfused),
       cmocka_unit_test(dispatch_attention_bias_is_unfused),
       cmocka_unit_test(dispatch_output_qk_is_unfused),
