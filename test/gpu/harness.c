@@ -11,6 +11,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "host_numeric.h"
 #include "internal.h"
 #include "test_rng.h"
 
@@ -25,84 +26,29 @@ static int32_t rng_below(rng *r, int32_t n) {
   return n > 0 ? (int32_t)(rng_next(r) % (uint64_t)n) : 0;
 }
 
-/* ---- host element conversions (independent of the library's) --------------------------------- */
-
-static uint16_t float_to_half_bits(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  int32_t biased = (int32_t)((x >> 23) & 0xff);
-  uint32_t mant = x & 0x7fffffu;
-  if (biased == 0xff) return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
-  int32_t exp = biased - 127 + 15;
-  if (exp >= 31) return (uint16_t)(sign | 0x7c00u);
-  if (exp <= 0) { /* subnormal half: value = m * 2^-24 */
-    if (exp < -10) return (uint16_t)sign;
-    mant |= 0x800000u;
-    uint32_t shift = (uint32_t)(14 - exp);
-    uint32_t m = mant >> shift, rem = mant & ((1u << shift) - 1), halfway = 1u << (shift - 1);
-    if (rem > halfway || (rem == halfway && (m & 1))) m++;
-    return (uint16_t)(sign | m);
-  }
-  uint32_t h = sign | ((uint32_t)exp << 10) | (mant >> 13);
-  uint32_t rem = mant & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++; /* a carry into the exponent is right */
-  return (uint16_t)h;
-}
-static float half_bits_to_float(uint16_t h) {
-  int exp = (h >> 10) & 0x1f;
-  uint32_t mant = h & 0x3ffu;
-  float v;
-  if (exp == 0)
-    v = ldexpf((float)mant, -24);
-  else if (exp == 31)
-    v = mant ? NAN : INFINITY;
-  else
-    v = ldexpf((float)(mant | 0x400u), exp - 25);
-  return (h & 0x8000u) ? -v : v;
-}
-static uint16_t float_to_bf16_bits(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  x += 0x7fffu + ((x >> 16) & 1); /* round to nearest even; inputs here are finite */
-  return (uint16_t)(x >> 16);
-}
-static float bf16_bits_to_float(uint16_t b) {
-  uint32_t x = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
-}
-static float e4m3_to_float(uint8_t b) {
-  int exp = (b >> 3) & 0xf, mant = b & 7;
-  float v = (b & 0x7f) == 0x7f ? NAN
-            : exp == 0         ? ldexpf((float)mant, -9)
-                               : ldexpf((float)(8 + mant), exp - 10);
-  return (b & 0x80) ? -v : v;
-}
-
-/* Element access by dtype (the 16-bit types and fp32; 8-bit caches are compared as codes). */
+/* Element access by dtype, through the library's host conversions (lib/host_numeric.h; the
+ * 16-bit types and fp32; 8-bit caches are compared as codes). */
 static float load_elem(pa_dtype t, const void *base, size_t i) {
   switch (t) {
     case PA_DTYPE_FLOAT16:
-      return half_bits_to_float(((const uint16_t *)base)[i]);
+      return pa__half_to_float(((const uint16_t *)base)[i]);
     case PA_DTYPE_BFLOAT16:
-      return bf16_bits_to_float(((const uint16_t *)base)[i]);
+      return pa__bfloat16_to_float(((const uint16_t *)base)[i]);
     case PA_DTYPE_FLOAT32:
       return ((const float *)base)[i];
     case PA_DTYPE_INT8:
       return (float)((const int8_t *)base)[i];
     case PA_DTYPE_FLOAT8_E4M3FN:
-      return e4m3_to_float(((const uint8_t *)base)[i]);
+      return pa__e4m3_to_float(((const uint8_t *)base)[i]);
     default:
       return NAN;
   }
 }
 static void store_elem(pa_dtype t, void *base, size_t i, float v) {
   if (t == PA_DTYPE_FLOAT16)
-    ((uint16_t *)base)[i] = float_to_half_bits(v);
+    ((uint16_t *)base)[i] = pa__float_to_half(v);
   else if (t == PA_DTYPE_BFLOAT16)
-    ((uint16_t *)base)[i] = float_to_bf16_bits(v);
+    ((uint16_t *)base)[i] = pa__float_to_bfloat16(v);
   else
     ((float *)base)[i] = v;
 }
