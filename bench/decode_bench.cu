@@ -1,4 +1,4 @@
-// pa_bench_decode: the decode sweep of shared/design/performance.md on the DECODE backend.
+// pa_bench_decode: the decode sweep of doc/performance.md on the DECODE backend.
 //
 // For each shape: random cache pool (shuffled block table), one pa_execute first checked against a
 // host fp64 oracle on sample rows, then timed with CUDA events (median of >= 100 after warm-up).

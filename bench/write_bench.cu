@@ -1,5 +1,5 @@
 // pa_bench_write: throughput of the write path (shared by every backend, cuda/write/) against the
-// device-to-device copy bandwidth measured in the same run (shared/design/performance.md: target
+// device-to-device copy bandwidth measured in the same run (doc/performance.md, "Targets": target
 // >= 80 % of copy at T = 8192 tokens, 8 KV heads, d128).
 //
 // Bytes counted per launch: K and V read + K and V written (in the cache type), plus Q read and Q

@@ -1,5 +1,5 @@
 /* The GPU test harness (see harness.h): seeded inputs, pa_execute against pa_execute_reference on
- * host copies of the same inputs, and the comparisons of testing.md. */
+ * host copies of the same inputs, and the comparisons of doc/development.md ("Oracles and tolerances"). */
 #include "harness.h"
 
 #include <math.h>

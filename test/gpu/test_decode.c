@@ -1,6 +1,6 @@
-/* The DECODE backend forced over the testing.md matrix, against the reference executor (harness),
- * CUDA-graph replay while the KV lengths grow, shared prefix blocks, the ring-buffer sliding window
- * (== the full-cache run, bitwise, at every step), out-of-range block ids and slots, under-sized
+/* The DECODE backend forced over the test matrix of doc/development.md ("Oracles and
+ * tolerances"), against the reference executor (harness), CUDA-graph replay while the KV lengths
+ * grow, shared prefix blocks, the ring-buffer sliding window (== the full-cache run, bitwise, at every step), out-of-range block ids and slots, under-sized
  * bounds (for compute-sanitizer: nothing compared), and attention_metadata invariance: absent,
  * tight and loose bounds give bitwise equal outputs (the split partition never depends on the
  * bound). PA_GPU_TEST_QUICK=1 runs a reduced matrix (for compute-sanitizer). */

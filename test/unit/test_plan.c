@@ -1,7 +1,7 @@
 /*
  * pa_plan_create beyond the request rules: its own argument checks (V46), devices (V49), and the
- * dispatch of contract §5 for described devices (V43, V44, the backend AUTO picks, workspace
- * sizes). Described devices: an H200 (sm_90, 132 SMs, 232448 B opt-in shared memory) and an A100
+ * dispatch of doc/backends.md ("What AUTO picks, and why") for described devices (V43, V44, the
+ * backend AUTO picks, workspace sizes). Described devices: an H200 (sm_90, 132 SMs, 232448 B opt-in shared memory) and an A100
  * (sm_80, 108 SMs, 166912 B). No GPU is touched.
  */
 #include <stdio.h>
@@ -219,7 +219,7 @@ static void V49_absent_device_ordinal(void **state) {
   CASE_ASSERT_STATUS(pa_device_caps_query(1000, &caps), PA_ERROR_NO_DEVICE, "device");
 }
 
-/* ---- dispatch (contract §5): AUTO on described devices --------------------------------------- */
+/* ---- dispatch (doc/backends.md): AUTO on described devices ---------------------------------- */
 
 /* decode-shaped (token_count <= batch_size), SEPARATE, fp16/bf16 on both devices */
 static void dispatch_decode_shaped_is_decode(void **state) {
