@@ -1184,7 +1184,7 @@ gpu_matrix_result gpu_run_matrix_mode(const gpu_case *base, const gpu_axis *axes
       case GPU_MODE_GRAPH:
         result = gpu_case_run_graph(&c, backend, case_seed, graph_steps);
         break;
-      case GPU_MODE_PROLOGUE:
+      case GPU_MODE_WRITE:
         result = gpu_case_run_write(&c, case_seed);
         break;
       case GPU_MODE_RING:

@@ -229,7 +229,7 @@ typedef struct gpu_axis {
 typedef enum gpu_mode {
   GPU_MODE_EAGER = 0,
   GPU_MODE_GRAPH,
-  GPU_MODE_PROLOGUE,
+  GPU_MODE_WRITE,
   GPU_MODE_RING,       /* gpu_case_run_ring, eager, graph_steps steps */
   GPU_MODE_RING_GRAPH, /* gpu_case_run_ring, graph replay, graph_steps steps */
   GPU_MODE_METADATA    /* gpu_case_run_metadata_invariance */

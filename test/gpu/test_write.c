@@ -20,7 +20,7 @@ static int valid_combination(const gpu_case *c) {
   gpu_matrix_add(&(result),                                                                      \
                  gpu_run_matrix_mode(                                                            \
                      &(base), (axes_array), (int)(sizeof(axes_array) / sizeof((axes_array)[0])), \
-                     valid_combination, PA_BACKEND_REFERENCE, seed++, GPU_MODE_PROLOGUE, 0))
+                     valid_combination, PA_BACKEND_REFERENCE, seed++, GPU_MODE_WRITE, 0))
 
 int main(void) {
   if (!gpu_available()) {
