@@ -49,11 +49,19 @@ __device__ __forceinline__ sequence_span load_sequence_span(const int32_t *cu_se
   return s;
 }
 
-// The position of packed token t of sequence `s`: query_positions[t] when given, else
-// past + its index among the sequence's new tokens.
+// The position of packed token t, whose sequence's first packed token is first_token:
+// query_positions[t] when given, else the sequence's past length (past_of(), called only then, so
+// a kernel may pass a length it loaded early) + t's index among the sequence's new tokens.
+template <typename PastOf>
+__device__ __forceinline__ int64_t token_position(const int32_t *query_positions,
+                                                  int64_t first_token, int64_t t, PastOf past_of) {
+  return query_positions ? (int64_t)__ldg(query_positions + t)
+                         : (int64_t)past_of() + (t - first_token);
+}
+// The same for a token of sequence span `s`.
 __device__ __forceinline__ int64_t token_position(const int32_t *query_positions,
                                                   const sequence_span &s, int64_t t) {
-  return query_positions ? (int64_t)__ldg(query_positions + t) : s.past + (t - s.first_token);
+  return token_position(query_positions, s.first_token, t, [&] { return s.past; });
 }
 
 // The keys [lo, hi) a query at position `pos` admits in a sequence of kv_len keys: causal

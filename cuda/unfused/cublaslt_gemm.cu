@@ -74,10 +74,11 @@ void destroy_gemm(gemm_plan *g) {
 // Creates the descriptors for shape `actual` and fixes the algorithm at plan time
 // (doc/cuda-graphs.md, "What the library guarantees", item 5): the heuristic's choice for
 // `chosen_for`, a shape that does not depend on the attention_metadata bounds, with split-K forced
-// to 1 and no reduction scheme, then checked to serve `actual`. One kernel without split-K accumulates each output over k in the same order
-// whatever m, n and the strides are, so S (k = head_size) is the same for every bound.
+// to 1 and no reduction scheme, then checked to serve `actual`. One kernel without split-K
+// accumulates each output over k in the same order whatever m, n and the strides are, so S (k =
+// head_size) is the same for every bound.
 pa_status make_gemm(cublasLtHandle_t handle, gemm_plan *g, const gemm_shape &actual,
-                           const gemm_shape &chosen_for, const char *what) {
+                    const gemm_shape &chosen_for, const char *what) {
   PA_CUBLAS(cublasLtMatmulDescCreate(&g->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), what);
   const cublasOperation_t op_a = actual.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   PA_CUBLAS(

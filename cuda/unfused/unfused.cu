@@ -1,5 +1,5 @@
-// The UNFUSED backend (doc/backends.md): the correctness fallback that serves every request the schema
-// allows, and the only home of output_qk. Per step, on the caller's stream:
+// The UNFUSED backend (doc/backends.md): the correctness fallback that serves every request the
+// schema allows, and the only home of output_qk. Per step, on the caller's stream:
 //   1. gather Q into Q_g[b][kv_head][member * max_q + j][D] (the group's query heads stacked on M),
 //   2. gather each sequence's key range (window-clamped) from the pages into dense K_g[b][kv_head]
 //      [kv_rows][D] and V_g, dequantized to fp32 (LATENT: V is the leading v_head_size channels of

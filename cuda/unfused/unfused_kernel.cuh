@@ -167,8 +167,8 @@ struct sum_op {
 // key is not admitted: unmapped, outside the token's admitted keys (attention_rules.cuh), or
 // outside the bias (doc/semantics.md: scale, softcap, bias, masks).
 template <typename T>
-__device__ float key_logit(const unfused_params &a, float dot, bool mapped, const key_span &admitted,
-                           int b, int h, int64_t j, int64_t k) {
+__device__ float key_logit(const unfused_params &a, float dot, bool mapped,
+                           const key_span &admitted, int b, int h, int64_t j, int64_t k) {
   if (!mapped || k < admitted.lo || k >= admitted.hi) return -INFINITY;
   float s = apply_softcap(a.scale * dot, a.softcap);
   if (a.attention_bias) {

@@ -177,10 +177,10 @@ __device__ __forceinline__ int32_t likely_past_length(const write_params &prm, b
   return active && !prm.query_positions ? __ldg(prm.past_seqlens + likely_b) : 0;
 }
 
-// Where token t's row (kind, head) goes (doc/semantics.md, "The write path"): its position (RoPE and
-// the block lookup) and the element offset of its destination row in q_staged or its cache, -1 when
-// it is not written (a token of no sequence; a K/V row whose slot_mapping entry is -1 or out of
-// range, or whose block is unmapped).
+// Where token t's row (kind, head) goes (doc/semantics.md, "The write path"): its position (RoPE
+// and the block lookup; attention_rules.cuh, with the past length loaded early) and the element
+// offset of its destination row in q_staged or its cache, -1 when it is not written (a token of no
+// sequence; a K/V row whose slot_mapping entry is -1 or out of range, or whose block is unmapped).
 struct row_destination {
   int64_t position, row;
 };
@@ -192,10 +192,9 @@ __device__ __forceinline__ row_destination find_row_destination(const write_para
   const int b = token_sequence(prm.cu_seqlens, prm.batch_size, t);
   if (b >= 0) {
     const int64_t first_token = __ldg(prm.cu_seqlens + b);
-    dst.position = prm.query_positions
-                       ? (int64_t)__ldg(prm.query_positions + t)
-                       : (int64_t)(b == likely_b ? likely_past : __ldg(prm.past_seqlens + b)) +
-                             (t - first_token);
+    dst.position = token_position(prm.query_positions, first_token, t, [&] {
+      return b == likely_b ? likely_past : __ldg(prm.past_seqlens + b);
+    });
     const int D = prm.head_size;
     if (kind == ROW_Q) {
       dst.row = (t * prm.num_heads + head) * D;
