@@ -12,6 +12,26 @@ process: a FlexAttention configuration that fails with a device-side assert pois
 context, and must not take the other anchors with it.
 
   python3 bench/anchors.py [--quick]
+
+--prefill times pa_bench_prefill's rows instead (causal prefill, a chunk over a cached prefix, the
+mixed step, the verify step, and 1 x 8k at pages 64 and 256), with the same FLOP count (4 * heads *
+head_size * sum of new * (cached + new / 2)) and TB/s of the K + V bytes for the verify row:
+
+  * SDPA with the flash backend and with the cuDNN backend on contiguous (B, Hk, L, D) K/V with
+    enable_gqa (cuDNN falls back to K/V heads repeated before the capture if it refuses GQA), one
+    call per group of equal sequences (the mixed step: the chunk, then the 63 decodes, in one graph);
+    causal masks bottom-right (query j of a sequence with P cached tokens sees keys [0, P + j]):
+    is_causal when the query covers the whole sequence, causal_lower_right (flash) or an explicit
+    boolean mask (cuDNN) over a cached prefix, no mask for single-token queries;
+  * FlexAttention over a page pool: every sequence's queries packed into one (1, H, tokens, D) row,
+    K/V one (1, Hk, pages * page, D) pool with a shuffled block table, a BlockMask with one KV block
+    per page built from a mask_mod that maps a pool index to (sequence, position) and admits keys of
+    the query's sequence at positions <= the query's (its past length included).
+
+Each anchor's output is first checked against a float32 attention of the last query rows of one
+sequence per group (2e-2 of the largest reference value), then timed by CUDA-graph replays.
+
+  python3 bench/anchors.py --prefill [--quick]
 """
 import argparse
 import statistics
@@ -118,8 +138,174 @@ def flex_anchor(heads, kv_heads, d, lens, page, options):
     return replay_us(step)
 
 
+# ---- prefill anchors (--prefill) ------------------------------------------------------------------
+
+PREFILL_SHAPES = [  # label (pa_bench_prefill's), heads, kv_heads, head_size, [(new, cached)], page
+    ("causal 4x2k", 32, 8, 128, [(2048, 0)] * 4, 16),
+    ("causal 1x8k", 32, 8, 128, [(8192, 0)], 16),
+    ("chunk 2k over 30k", 32, 8, 128, [(2048, 30720)], 16),
+    ("mixed 2k + 63x4k", 32, 8, 128, [(2048, 0)] + [(1, 4095)] * 63, 16),
+    ("verify 64x4 over 4k", 32, 8, 128, [(4, 4096)] * 64, 16),
+    ("causal 1x8k block 64", 32, 8, 128, [(8192, 0)], 64),  # FlexAttention only: SDPA is 1x8k's
+    ("causal 1x8k block 256", 32, 8, 128, [(8192, 0)], 256),
+]
+
+
+def prefill_flops(heads, d, seqs):
+    return sum(4.0 * heads * d * q * (past + q / 2.0) for q, past in seqs)
+
+
+def reference_rows(q_rows, k, v, first_pos, scale):
+    """float32 attention of query rows (H, r, D) at positions first_pos.. over k, v (Hk, L, D),
+    bottom-right causal."""
+    heads, kv_heads = q_rows.shape[0], k.shape[0]
+    k = k.float().repeat_interleave(heads // kv_heads, dim=0)
+    v = v.float().repeat_interleave(heads // kv_heads, dim=0)
+    scores = (q_rows.float() @ k.transpose(1, 2)) * scale
+    pos = first_pos + torch.arange(q_rows.shape[1], device=k.device).view(-1, 1)
+    keys = torch.arange(k.shape[1], device=k.device).view(1, -1)
+    scores = scores.masked_fill(keys > pos, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def check_rows(got, want, what):
+    err = (got.float() - want).abs().max().item() / max(want.abs().max().item(), 1e-6)
+    if not err <= 2e-2:
+        raise SystemExit(f"check failed ({what}): error {err:.2e} of the largest value")
+    return err
+
+
+def sdpa_prefill(heads, kv_heads, d, seqs, backend_name):
+    """SDPA on contiguous K/V, one call per group of equal (new, cached); microseconds, note."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention.bias import causal_lower_right
+
+    backend = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}[backend_name]
+    groups = {}
+    for q, past in seqs:
+        groups[(q, past)] = groups.get((q, past), 0) + 1
+    calls, notes = [], []
+    for (q_len, past), count in groups.items():
+        L = past + q_len
+        q = torch.randn(count, heads, q_len, d, dtype=torch.bfloat16, device="cuda")
+        k = torch.randn(count, kv_heads, L, d, dtype=torch.bfloat16, device="cuda")
+        v = torch.randn_like(k)
+        if q_len == L:
+            mask, causal = None, True
+        elif q_len == 1:
+            mask, causal = None, False  # one query at the last position sees every key
+        elif backend_name == "flash":
+            # CausalBias runs FlashAttention itself when it can, else falls back without a word:
+            # make sure the number is flash's
+            from torch.backends.cuda import SDPAParams, can_use_flash_attention
+            if not can_use_flash_attention(SDPAParams(q, k, v, None, 0.0, False, True), True):
+                raise SystemExit(f"flash cannot run {q_len} queries over {L} keys")
+            mask, causal = causal_lower_right(q_len, L), False
+        else:
+            keys = torch.arange(L, device="cuda").view(1, -1)
+            mask = (keys <= past + torch.arange(q_len, device="cuda").view(-1, 1)).view(1, 1, q_len, L)
+            causal = False
+        call = {"q": q, "k": k, "v": v, "mask": mask, "causal": causal, "gqa": True, "past": past}
+
+        def run(c=call):
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(c["q"], c["k"], c["v"], attn_mask=c["mask"],
+                                                      is_causal=c["causal"], enable_gqa=c["gqa"])
+
+        try:
+            out = run()
+        except RuntimeError as e:
+            if backend_name != "cudnn":
+                raise
+            notes.append(f"K/V heads repeated ({str(e).splitlines()[0][:60]})")
+            call["k"] = k.repeat_interleave(heads // kv_heads, dim=1)
+            call["v"] = v.repeat_interleave(heads // kv_heads, dim=1)
+            call["gqa"] = False
+            out = run()
+        rows = min(q_len, 32)
+        want = reference_rows(q[0, :, q_len - rows:], k[0], v[0], past + q_len - rows, d ** -0.5)
+        check_rows(out[0, :, q_len - rows:], want, f"sdpa {backend_name} ({q_len} over {past})")
+        calls.append(run)
+
+    def step():
+        for run in calls:
+            run()
+
+    return replay_us(step), "; ".join(sorted(set(notes)))
+
+
+def flex_prefill(heads, kv_heads, d, seqs, page, options):
+    """FlexAttention over a shuffled page pool, every sequence's queries packed in one row."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    B = len(seqs)
+    kv_lens = [q + past for q, past in seqs]
+    pages_per_seq = [(L + page - 1) // page for L in kv_lens]
+    num_pages = sum(pages_per_seq)
+    pool = num_pages * page
+    k_pool = torch.randn(1, kv_heads, pool, d, dtype=torch.bfloat16, device="cuda")
+    v_pool = torch.randn_like(k_pool)
+    ids = torch.randperm(num_pages)
+    page_seq = torch.empty(num_pages, dtype=torch.int32)
+    page_pos = torch.empty(num_pages, dtype=torch.int32)
+    tables, first = [], 0
+    for b, n in enumerate(pages_per_seq):
+        table = ids[first:first + n]
+        page_seq[table] = b
+        page_pos[table] = torch.arange(n, dtype=torch.int32)
+        tables.append(table)
+        first += n
+    page_seq, page_pos = page_seq.cuda(), page_pos.cuda()
+    # the packed queries, padded to whole 128-row blocks with rows of no sequence (fully masked)
+    total_q = sum(q for q, _ in seqs)
+    padded_q = (total_q + 127) // 128 * 128
+    q = torch.randn(1, heads, padded_q, d, dtype=torch.bfloat16, device="cuda")
+    pad = torch.full((padded_q - total_q,), -1, dtype=torch.int32)
+    q_seq = torch.cat([torch.repeat_interleave(torch.arange(B, dtype=torch.int32),
+                                               torch.tensor([n for n, _ in seqs])), pad]).cuda()
+    q_pos = torch.cat([past + torch.arange(n, dtype=torch.int32) for n, past in seqs] + [pad]).cuda()
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        pg = kv_idx // page
+        return (page_seq[pg] == q_seq[q_idx]) & (page_pos[pg] * page + kv_idx % page <= q_pos[q_idx])
+
+    block_mask = create_block_mask(mask_mod, 1, None, padded_q, pool, device="cuda",
+                                   BLOCK_SIZE=(128, page))
+    compiled = torch.compile(flex_attention, dynamic=False)
+
+    def step():
+        return compiled(q, k_pool, v_pool, block_mask=block_mask, enable_gqa=True,
+                        kernel_options=options)
+
+    out = step()
+    # check: the last rows of the first sequence of each distinct (new, cached)
+    seen, start = set(), 0
+    for b, (n, past) in enumerate(seqs):
+        if (n, past) not in seen and n > 0:
+            seen.add((n, past))
+            rows = min(n, 32)
+            slots = (tables[b].view(-1, 1) * page + torch.arange(page).view(1, -1)).reshape(-1)
+            slots = slots[:past + n].cuda()
+            k_b, v_b = k_pool[0][:, slots], v_pool[0][:, slots]
+            want = reference_rows(q[0, :, start + n - rows:start + n], k_b, v_b, past + n - rows,
+                                  d ** -0.5)
+            check_rows(out[0, :, start + n - rows:start + n], want, f"flex ({n} over {past})")
+        start += n
+    torch.cuda.synchronize()
+    return replay_us(step)
+
+
 def child(kind, index, page, option):
     """One measurement in this process; prints its microseconds (or "n/a reason")."""
+    if kind.startswith("prefill-"):
+        label, heads, kv_heads, d, seqs, _ = PREFILL_SHAPES[index]
+        torch.manual_seed(index)
+        if kind == "prefill-flex":
+            print(f"{flex_prefill(heads, kv_heads, d, seqs, page, option):.3f}")
+        else:
+            us, note = sdpa_prefill(heads, kv_heads, d, seqs, kind.split("-")[1])
+            print(f"{us:.3f} {note}".rstrip())
+        return 0
     label, heads, kv_heads, d, lens = SHAPES[index]
     torch.manual_seed(index)
     if kind == "copy":
@@ -141,18 +327,57 @@ def measure(kind, index=0, page=0, option="default"):
         return None, "timed out"
     last = (r.stdout.strip().splitlines() or [""])[-1]
     if r.returncode == 0:
+        value, _, rest = last.partition(" ")
         try:
-            return float(last), ""
+            return float(value), rest
         except ValueError:
             return None, last
     err = (r.stderr.strip().splitlines() or ["?"])[-1]
     return None, f"failed: {err[:100]}"
 
 
+def prefill_main(quick):
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; prefill anchors, bf16, "
+          "CUDA-graph replays, TFLOP/s = 4 * heads * head_size * sum new * (cached + new / 2)",
+          flush=True)
+    indices = (0, 3, 4) if quick else range(len(PREFILL_SHAPES))
+    for index in indices:
+        label, heads, kv_heads, d, seqs, page = PREFILL_SHAPES[index]
+        flops = prefill_flops(heads, d, seqs)
+        kv_bytes = 2 * sum(q + past for q, past in seqs) * kv_heads * d * 2
+        verify = label.startswith("verify")
+
+        def figures(us):
+            text = f"{us:8.1f} us {flops / (us * 1e-6) / 1e12:6.1f} TFLOP/s"
+            return text + (f" {kv_bytes / (us * 1e-6) / 1e12:5.2f} TB/s" if verify else "")
+
+        results = []
+        options = [str(page), "default"] if page < 64 else ["default"]
+        notes = []
+        for option in options:
+            us, note = measure("prefill-flex", index, page, option)
+            if us is not None:
+                results.append(f"flex page {page}: {figures(us)}")
+                break
+            notes.append(f"BLOCK_N {option}: {note}")
+        else:
+            results.append(f"flex page {page}: n/a ({'; '.join(notes)})")
+        if "block" not in label:
+            for backend in ("flash", "cudnn"):
+                us, note = measure(f"prefill-{backend}", index)
+                results.append(f"sdpa {backend}: {figures(us)}{' (' + note + ')' if note else ''}"
+                               if us is not None else f"sdpa {backend}: n/a {note}")
+        print(f"{label:24s} | " + " | ".join(results), flush=True)
+    return 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
-                        help="pages 16 and 64, three shapes (each FlexAttention shape compiles)")
+                        help="pages 16 and 64, three shapes (each FlexAttention shape compiles); "
+                             "with --prefill: three rows, FlexAttention at page 16")
+    parser.add_argument("--prefill", action="store_true",
+                        help="pa_bench_prefill's rows instead of the decode sweep")
     parser.add_argument("--child", nargs=4, metavar=("KIND", "SHAPE", "PAGE", "OPTION"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -163,6 +388,8 @@ def main():
         kind, index, page, option = args.child
         options = None if option == "default" else {"BLOCK_N": int(option)}
         return child(kind, int(index), int(page), options)
+    if args.prefill:
+        return prefill_main(args.quick)
     copy, note = measure("copy")
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; "
           f"device-to-device copy (torch copy_) {copy or 0:.2f} TB/s (read + write) {note}",

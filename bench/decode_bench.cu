@@ -1,4 +1,4 @@
-// pa_bench_decode: the decode sweep of shared/design/performance.md on the DECODE backend.
+// pa_bench_decode: the decode sweep of doc/performance.md on the DECODE backend.
 //
 // For each shape: random cache pool (shuffled block table), one pa_execute first checked against a
 // host fp64 oracle on sample rows, then timed with CUDA events (median of >= 100 after warm-up).
@@ -27,6 +27,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "host_numeric.h"
 #include "pagedattn/pagedattn.h"
 
 #define CHECK_CUDA(call)                                                                       \
@@ -168,39 +169,6 @@ __global__ void __launch_bounds__(kCeilingThreads) paged_read_kernel(
     acc.w ^= x.w ^ y.w;
   }
   if (acc.x == 0x9e3779b9u && acc.y == 0x7f4a7c15u && acc.z == acc.w) sink[0] = acc;
-}
-
-// ---- host decoding for the oracle -------------------------------------------------------------
-
-float half_bits_to_float(uint16_t h) {
-  int sign = h >> 15, exp = (h >> 10) & 31, mant = h & 1023;
-  float v = exp == 0    ? ldexpf((float)mant, -24)
-            : exp == 31 ? INFINITY
-                        : ldexpf((float)(mant | 1024), exp - 25);
-  return sign ? -v : v;
-}
-float bf16_bits_to_float(uint16_t b) {
-  uint32_t bits = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
-}
-float fp8_bits_to_float(uint8_t b) {
-  int sign = b >> 7, exp = (b >> 3) & 15, mant = b & 7;
-  float v = exp == 0 ? ldexpf((float)mant, -9) : ldexpf((float)(mant | 8), exp - 10);
-  return sign ? -v : v;
-}
-float element_to_float(const void *base, int64_t i, pa_dtype t) {
-  switch (t) {
-    case PA_DTYPE_FLOAT16:
-      return half_bits_to_float(static_cast<const uint16_t *>(base)[i]);
-    case PA_DTYPE_BFLOAT16:
-      return bf16_bits_to_float(static_cast<const uint16_t *>(base)[i]);
-    case PA_DTYPE_INT8:
-      return (float)static_cast<const int8_t *>(base)[i];
-    default:
-      return fp8_bits_to_float(static_cast<const uint8_t *>(base)[i]);
-  }
 }
 
 // ---- one configuration --------------------------------------------------------------------------
@@ -375,10 +343,10 @@ std::vector<unsigned char> download_rows(const device_problem &p, const void *ca
   return rows;
 }
 
-// Host fp64 attention for (token b, head h), from the cache as the step left it; returns the
-// largest output error relative to the largest reference channel. verbose: prints the row's
-// error with the largest reference and output channel (zeros, garbage and a partial average look
-// different).
+// Host fp64 attention for (token b, head h), from the cache as the step left it (elements read
+// through the library's host conversions, lib/host_numeric.h); returns the largest output error
+// relative to the largest reference channel. verbose: prints the row's error with the largest
+// reference and output channel (zeros, garbage and a partial average look different).
 double oracle_max_rel_error(const device_problem &p, int b, int h, bool verbose) {
   const shape &s = p.cfg.s;
   const int D = s.head_size, kv_head = h / (s.heads / s.kv_heads);
@@ -401,8 +369,8 @@ double oracle_max_rel_error(const device_problem &p, int b, int h, bool verbose)
   for (int k = 0; k < L; k++) {
     double dot = 0;
     for (int c = 0; c < D; c++)
-      dot += element_to_float(q.data(), c, t) *
-             element_to_float(keys.data(), (int64_t)k * D + c, ct) * ks;
+      dot += pa__load_as_float(t, q.data(), c) *
+             pa__load_as_float(ct, keys.data(), (int64_t)k * D + c) * ks;
     scores[(size_t)k] = scale * dot;
     m = std::max(m, scores[(size_t)k]);
   }
@@ -411,11 +379,11 @@ double oracle_max_rel_error(const device_problem &p, int b, int h, bool verbose)
     double w = exp(scores[(size_t)k] - m);
     den += w;
     for (int c = 0; c < D; c++)
-      acc[(size_t)c] += w * element_to_float(values.data(), (int64_t)k * D + c, ct) * vs;
+      acc[(size_t)c] += w * pa__load_as_float(ct, values.data(), (int64_t)k * D + c) * vs;
   }
   double max_ref = 1e-6, max_err = 0, max_out = 0;
   for (int c = 0; c < D; c++) {
-    const double ref = acc[(size_t)c] / den, got = element_to_float(out.data(), c, t);
+    const double ref = acc[(size_t)c] / den, got = pa__load_as_float(t, out.data(), c);
     max_ref = std::max(max_ref, fabs(ref));
     const double err = fabs(ref - got);
     if (!(err <= max_err)) max_err = err;  // a NaN output stays NaN (std::max would drop it)

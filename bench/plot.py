@@ -11,11 +11,13 @@ marked with its batch B; y: TB/s of K + V read. One line per block size (bf16 ca
 timing by default, like the anchors), the anchors as dashed lines (FlexAttention per page size,
 SDPA on a contiguous copy), and the device-to-device copy of the decode run as a dotted line.
 
-prefill: a CSV file with a header line; '#' starts a comment line. Required columns: `label` (the
-shape, e.g. "4x2k causal 32/8 d128"), `backend` (e.g. "PREFILL", "UNFUSED", "cudnn", "fa2") and
-`tflops` (TFLOP/s counted as 4 * sum over sequences of the admitted (query, key) pairs * head_size
-* num_heads, i.e. causal pairs only). Optional: `us` (median microseconds), shown under the bars.
-One group of bars per label (in file order), one bar per backend; --peak draws the dense GEMM peak.
+prefill: a CSV file with a header line, as `pa_bench_prefill --csv FILE` writes it
+(label,backend,us,tflops,tbps,pct); '#' starts a comment line. Required columns: `label` (the
+shape), `backend` (e.g. "PREFILL", "AUTO (PREFILL)", "UNFUSED", or an anchor's name such as "cudnn"
+for rows added by hand) and `tflops` (TFLOP/s of the admitted (query, key) pairs, as the bench
+counts them); rows with an empty `tflops` (not timed) are left out with a note. Optional: `us`,
+printed on the bars. One group of bars per label (in file order), one bar per backend; --peak
+draws the dense GEMM peak (the bench prints the one of its run).
 """
 import argparse
 import collections
@@ -173,6 +175,10 @@ def read_prefill(path):
                                                        reader.fieldnames))
     rows = []
     for number, row in enumerate(reader, 2):
+        if not (row.get("tflops") or "").strip():
+            print("%s: data row %d (%s, %s) has no tflops (not timed): left out"
+                  % (path, number, row["label"], row["backend"]), file=sys.stderr)
+            continue
         try:
             tflops = float(row["tflops"])
             us = float(row["us"]) if row.get("us") not in (None, "") else None

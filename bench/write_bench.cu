@@ -1,9 +1,9 @@
-// pa_bench_write: throughput of the write path (the shared prologue, cuda/prologue*.cu) against the
-// device-to-device copy bandwidth measured in the same run (shared/design/performance.md: target
+// pa_bench_write: throughput of the write path (shared by every backend, cuda/write/) against the
+// device-to-device copy bandwidth measured in the same run (doc/performance.md, "Targets": target
 // >= 80 % of copy at T = 8192 tokens, 8 KV heads, d128).
 //
 // Bytes counted per launch: K and V read + K and V written (in the cache type), plus Q read and Q
-// written when the prologue stages Q (the rotary rows). Block tables, positions and cos/sin are
+// written when the write path stages Q (the rotary rows). Block tables, positions and cos/sin are
 // not counted. Two timings, both queued behind a spin kernel so that host launch overhead never
 // shows, after warm-up:
 //   - per launch (latency): each launch between its own pair of CUDA events, median of >= 100;
@@ -15,7 +15,7 @@
 //     row ("of it" = memcpy time / row time): the ceiling a transfer that small reaches.
 // Input sets and cache regions rotate ("sets") so that the working set is >= 4x L2, capped where
 // the two caches would pass 512 MB (the decode shapes, whose sets each own one block per sequence).
-// The caches and the staged Q of one launch are checked against the reference executor's prologue
+// The caches and the staged Q of one launch are checked against the reference executor's write path
 // on host copies before timing.
 //
 // Usage: pa_bench_write [--quick] [--only TEXT]
@@ -211,7 +211,7 @@ pa_tensor_desc desc(pa_dtype t, int rank, int64_t d0, int64_t d1 = 0, int64_t d2
   return d;
 }
 
-// The prologue of a launch on host copies of its inputs (lib/reference_prologue.c) against the
+// The write path of a launch on host copies of its inputs (lib/reference_write.c) against the
 // device results.
 bool check_against_reference(write_case &c, const void *const dev_in[PA_NUM_INPUTS]) {
   const pa__problem *p = &c.plan->problem;
@@ -249,7 +249,7 @@ bool check_against_reference(write_case &c, const void *const dev_in[PA_NUM_INPU
   call.position_of_token = position.data();
   call.q = q.data();
   call.kv_rows = kv_rows.data();
-  pa__ref_prologue(&call);
+  pa__ref_write(&call);
 
   bool ok = true;
   const size_t cache_elem = pa_dtype_size(p->k_cache_dtype);
@@ -328,7 +328,7 @@ void run_case(const shape &s, double copy_bw, int reps, int warmup, size_t l2_by
 
   pa_plan_options options;
   pa_plan_options_init(&options);
-  options.backend = PA_BACKEND_REFERENCE;  // the prologue alone: no attention backend is involved
+  options.backend = PA_BACKEND_REFERENCE;  // the write path alone: no attention backend is involved
   if (pa_plan_create(&c.plan, &attrs, c.in, c.out, &options) != PA_SUCCESS) {
     char msg[512];
     pa_last_error_message(msg, sizeof msg);
@@ -396,8 +396,9 @@ void run_case(const shape &s, double copy_bw, int reps, int warmup, size_t l2_by
         (unsigned char *)table.data(), (unsigned char *)(table.data() + table.size()))));
   }
   const pa__problem *p = &c.plan->problem;
-  pa__workspace_layout ws = pa__workspace_layout_for(p, 0);
-  if (ws.q_bytes) CHECK_CUDA(cudaMalloc(&c.q_staged, ws.q_bytes));
+  pa__workspace_layout ws = {};
+  const int q_region = pa__write_workspace(p, &ws);
+  if (q_region >= 0) CHECK_CUDA(cudaMalloc(&c.q_staged, ws.regions[q_region].bytes));
 
   std::vector<pa__io> io(c.sets);
   std::vector<std::vector<const void *>> set_inputs(
@@ -426,11 +427,11 @@ void run_case(const shape &s, double copy_bw, int reps, int warmup, size_t l2_by
     }
   }
   auto launch = [&](int set) {
-    pa_status st = pa__prologue_run(c.plan, &io[set], reinterpret_cast<pa__stream>(stream));
+    pa_status st = pa__write_run(c.plan, &io[set], reinterpret_cast<pa__stream>(stream));
     if (st != PA_SUCCESS) {
       char msg[512];
       pa_last_error_message(msg, sizeof msg);
-      std::fprintf(stderr, "pa__prologue_run: %s\n", msg);
+      std::fprintf(stderr, "pa__write_run: %s\n", msg);
       std::exit(1);
     }
   };
@@ -504,7 +505,7 @@ int main(int argc, char **argv) {
   const double copy_bw = copy_bandwidth(stream, quick ? 10 : 30);
   const launch_floor floor = measure_launch_floor(stream, reps);
   std::printf(
-      "write path (prologue): %d/%d heads, d%d, block %d, fp16 activations; copy D2D %.3f TB/s "
+      "write path: %d/%d heads, d%d, block %d, fp16 activations; copy D2D %.3f TB/s "
       "(read + write); empty kernel %.2f us per launch, %.2f us back to back; median of %d "
       "launches, of runs of %d back to back\n",
       kHeads, kKvHeads, kHeadSize, kBlockSize, copy_bw / 1e12, floor.alone_us,

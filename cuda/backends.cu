@@ -1,4 +1,5 @@
-// The GPU backends built into this library, in AUTO's order of preference (contract §5).
+// The GPU backends built into this library, in AUTO's order of preference (doc/backends.md, "What
+// AUTO picks, and why"). A new backend adds one line here, before the fallback.
 #include "internal.h"
 
 extern "C" {

@@ -2,7 +2,8 @@
 """Checks that README.md and doc/*.md cite only files that are in the repository: every markdown
 link to a local file, and every path-like word (a/b.ext) that is not a build output (build*/) or
 an installed location. A path may be relative to the repository root, to the document's folder,
-or to include/ (header names as a program includes them).
+to include/ (header names as a program includes them) or to cuda/ (the architecture drawing of
+doc/development.md names the kernels' folders that way).
 Usage: check_docs.py SOURCE_ROOT"""
 import pathlib
 import re
@@ -22,7 +23,7 @@ for doc in [root / "README.md", *sorted((root / "doc").glob("*.md"))]:
     for path in sorted(cited):
         if path.startswith(NOT_IN_REPO) or re.match(r"build[\w-]*/", path):
             continue
-        bases = (root, doc.parent, root / "include")
+        bases = (root, doc.parent, root / "include", root / "cuda")
         if not any((base / path).exists() for base in bases):
             line = text[:text.find(path)].count("\n") + 1
             failures.append("%s:%d: cites %s, which is not in the repository"

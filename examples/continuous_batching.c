@@ -300,8 +300,8 @@ static void pad_decode_batch(step_inputs *s) {
   s->batch_size = s->token_count = MAX_BATCH;
 }
 
-/* --check: the GPU's output and caches against the reference run on host copies (testing.md's bf16
- * tolerance on outputs; the bf16 caches are plain copies of K and V, so they must match exactly). */
+/* --check: the GPU's output and caches against the reference run on host copies (the bf16
+ * tolerance of doc/development.md on outputs; the bf16 caches are plain copies of K and V, so they must match exactly). */
 static int compare(const gpu *g, const step_inputs *s, const uint16_t *gpu_output,
                    const uint16_t *key_cache, const uint16_t *value_cache, int step) {
   float worst = 0.0f;

@@ -1,5 +1,6 @@
-/* pa_execute: the host checks that cost nothing, then the prologue and the backend's launches.
- * Never allocates, synchronizes or reads device memory (contract §3). */
+/* pa_execute: the host checks that cost nothing, then the write path's and the backend's launches,
+ * all decided at plan time. Never allocates, synchronizes or reads device memory
+ * (doc/cuda-graphs.md, "What the library guarantees"). */
 #include <stdint.h>
 #include <string.h>
 
@@ -108,13 +109,13 @@ pa_status pa_execute(const pa_plan *plan, const void *const inputs[PA_NUM_INPUTS
   if (plan->problem.token_count == 0) return PA_SUCCESS;
 
   pa__io io = pa__io_from(&plan->problem, inputs, outputs);
-  if (ws->q_bytes) {
-    io.q_staged = (char *)workspace + ws->q_offset;
+  io.workspace = workspace;
+  if (plan->q_staged_region >= 0) {
+    io.q_staged = pa__workspace_at(ws, plan->q_staged_region, workspace);
     io.q_attn = io.q_staged;
     io.q_attn_row_stride = pa__q_row_elems(&plan->problem);
   }
-  io.backend_workspace = ws->backend_bytes ? (char *)workspace + ws->backend_offset : NULL;
-  st = pa__prologue_run(plan, &io, (pa__stream)stream);
+  st = pa__write_run(plan, &io, (pa__stream)stream);
   if (st != PA_SUCCESS) return st;
   return plan->ops->run(plan, &io, (pa__stream)stream);
 }

@@ -1,6 +1,7 @@
 /*
  * Host element conversions and quantization: the reference executor's own definitions
- * (doc/semantics.md), separate on purpose from the device ones in cuda/numeric.cuh.
+ * (doc/semantics.md), separate on purpose from the device ones in cuda/common/numeric.cuh. Also what the
+ * GPU test harness and the benchmarks convert with.
  *
  * Every float -> narrow conversion rounds to nearest, ties to even. fp16 keeps subnormals and
  * overflows to infinity; bf16 overflows to infinity; fp8 e4m3fn (no infinity, NaN = 0x7f/0xff)
@@ -36,7 +37,7 @@ void pa__store_from_float(pa_dtype dtype, void *base, int64_t i, float x);
 /* x rounded to `dtype` and back (float16, bfloat16; float32 is the identity). */
 float pa__round_to(pa_dtype dtype, float x);
 
-/* Quantization as spec/tables.md §8.3 for a cache of `cache_dtype` (int8 or fp8 e4m3fn):
+/* Quantization as doc/semantics.md ("The write path", step 5) says, for a cache of `cache_dtype` (int8 or fp8 e4m3fn):
  * y = x * inv_scale in fp32, saturated to the type's range (fminf/fmaxf, so NaN gives the lower
  * bound, as on the device), then rounded half to even. Returns the stored byte. */
 uint8_t pa__quantize(pa_dtype cache_dtype, float x, float inv_scale);

@@ -12,6 +12,7 @@
 
 #include "pagedattn/pagedattn.h"
 #include "problem.h"
+#include "workspace.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -35,9 +36,11 @@ struct pa_plan {
   int32_t described;            /* planned for caller-described caps: not executable on a GPU */
   pa_device_caps caps;          /* zeroed for host plans */
   pa_backend backend;
-  pa__workspace_layout workspace;
+  pa__workspace_layout workspace; /* empty for REFERENCE */
+  int32_t q_staged_region;      /* the write path's staged Q in workspace, or -1 */
   const struct pa__backend_ops *ops; /* NULL for REFERENCE */
-  void *backend_state;          /* owned by ops; launch configuration fixed at plan time */
+  void *backend_state;          /* owned by ops: kernel variant, launch geometry, kernel parameters */
+  void *write_state;            /* owned by the write path (pa__write_plan); NULL for host plans */
 };
 
 /* The schema's names of the inputs, by index (messages name tensors by these). */
@@ -50,9 +53,7 @@ pa_status pa__validate(pa__problem *p, const pa_attributes *attrs,
                        const pa_tensor_desc outputs[PA_NUM_OUTPUTS], const int32_t *metadata,
                        uint64_t max_qk_bytes);
 
-/* Sizes and carves the workspace from the problem and the backend's scratch bytes. */
-pa__workspace_layout pa__workspace_layout_for(const pa__problem *p, size_t backend_bytes);
-/* Whether the prologue stages Q in the workspace (packed input, rotary or QK-Norm). */
+/* Whether the write path stages Q in the workspace (packed input, rotary or QK-Norm). */
 int pa__needs_q_staging(const pa__problem *p);
 
 /* ---- execution (lib/execute.c) --------------------------------------------------------------- */
@@ -62,7 +63,7 @@ int pa__needs_q_staging(const pa__problem *p);
 pa_status pa__check_io(const pa_plan *plan, const void *const inputs[PA_NUM_INPUTS],
                        void *const outputs[PA_NUM_OUTPUTS]);
 /* The pointers of one call, with q_attn pointing at the query input (the caller redirects it to the
- * staged workspace copy when the prologue stages Q). */
+ * staged workspace copy when the write path stages Q). */
 pa__io pa__io_from(const pa__problem *p, const void *const inputs[PA_NUM_INPUTS],
                    void *const outputs[PA_NUM_OUTPUTS]);
 
@@ -76,11 +77,15 @@ typedef struct pa__backend_ops {
    * unserved feature into why ("attention_bias", "head_size 576") and returns PA_ERROR_NOT_SUPPORTED.
    * Host only, no CUDA calls: also used for described devices. */
   pa_status (*check)(const pa__problem *p, const pa_device_caps *caps, char *why, size_t why_size);
-  /* Fixes the launch configuration (plan->backend_state) and returns the scratch bytes it needs in
-   * *backend_bytes. setup_device != 0: the plan is for a real device, so per-kernel device setup
-   * (cudaFuncSetAttribute, cuBLASLt heuristics) happens here, never in run. */
-  pa_status (*plan)(pa_plan *plan, int setup_device, size_t *backend_bytes);
-  /* Launches the attention (the prologue has already run on the same stream). */
+  /* Decides everything a run needs, once, into plan->backend_state: the kernel variant, the launch
+   * geometry, the kernel parameters less the call's pointers; and appends the backend's scratch
+   * regions to plan->workspace (pa__workspace_add, after the write path's), keeping their indices.
+   * setup_device != 0: the plan is for a real device, so per-kernel device setup
+   * (cudaFuncSetAttribute, cuBLASLt descriptors and heuristics) happens here, never in run. */
+  pa_status (*plan)(pa_plan *plan, int setup_device);
+  /* Copies the parameters fixed at plan time, fills in the call's pointers (io; its regions through
+   * pa__workspace_at(&plan->workspace, index, io->workspace)) and launches the attention, after the
+   * write path on the same stream. Returns only what pa_execute documents. */
   pa_status (*run)(const pa_plan *plan, const pa__io *io, pa__stream stream);
   /* Frees plan->backend_state. */
   void (*destroy)(pa_plan *plan);
@@ -90,9 +95,19 @@ typedef struct pa__backend_ops {
  * Defined in cuda/backends.cu. */
 extern const pa__backend_ops *const pa__gpu_backends[];
 
-/* The shared prologue (cuda/prologue.cu): unpack -> QK-Norm -> RoPE -> quantize -> slot writes,
- * and Q into the workspace when pa__needs_q_staging. */
-pa_status pa__prologue_run(const pa_plan *plan, const pa__io *io, pa__stream stream);
+/* The write path shared by every backend (cuda/write/write.cu): unpack -> QK-Norm -> RoPE ->
+ * quantize -> slot writes, and Q into the workspace when pa__needs_q_staging. */
+/* Appends the staged-Q region to w when the problem stages Q; returns its index, or -1. */
+int pa__write_workspace(const pa__problem *p, pa__workspace_layout *w);
+/* Fixes the kernel, the launch geometry and the kernel parameters (less the call's pointers) in
+ * plan->write_state, for any plan on a device (a REFERENCE one included: the tests run the write
+ * path alone on it). NOT_SUPPORTED for a type the kernels are not built for. */
+pa_status pa__write_plan(pa_plan *plan);
+/* Launches the write path: fills the call's pointers into the parameters fixed at plan time.
+ * MISALIGNED for a pointer the vector accesses need aligned, PA_ERROR_CUDA when the launch fails. */
+pa_status pa__write_run(const pa_plan *plan, const pa__io *io, pa__stream stream);
+/* Frees plan->write_state. */
+void pa__write_destroy(pa_plan *plan);
 
 /* Device queries (lib/device.c); cached per device. */
 pa_status pa__device_caps_cached(int32_t device, pa_device_caps *caps);

@@ -1,4 +1,5 @@
-/* pa_plan_create: validate, dispatch (contract §5), size the workspace; PA_DEBUG=1 reports it. */
+/* pa_plan_create: validate, dispatch (doc/backends.md, "What AUTO picks, and why"), fix every
+ * launch and lay out the workspace; PA_DEBUG=1 reports it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,25 +15,8 @@ enum {
   CAPS_V1_SIZE = sizeof(pa_device_caps),
 };
 
-static size_t align_up(size_t x) {
-  return (x + PA_WORKSPACE_ALIGNMENT - 1) / PA_WORKSPACE_ALIGNMENT * PA_WORKSPACE_ALIGNMENT;
-}
-
 int pa__needs_q_staging(const pa__problem *p) {
   return p->input_mode == PA__MODE_PACKED || p->do_rotary || p->has_qk_norm;
-}
-
-pa__workspace_layout pa__workspace_layout_for(const pa__problem *p, size_t backend_bytes) {
-  pa__workspace_layout w;
-  memset(&w, 0, sizeof w);
-  w.q_bytes = pa__needs_q_staging(p)
-                  ? (size_t)p->token_count * (size_t)pa__q_row_elems(p) * pa_dtype_size(p->dtype)
-                  : 0;
-  w.q_offset = 0;
-  w.backend_offset = align_up(w.q_offset + w.q_bytes);
-  w.backend_bytes = backend_bytes;
-  w.total = backend_bytes ? align_up(w.backend_offset + backend_bytes) : align_up(w.q_bytes);
-  return w;
 }
 
 /* Whether the kernels of this build run on the device: a cubin for sm_XY runs on compute capability
@@ -61,7 +45,8 @@ static const pa__backend_ops *find_gpu_backend(pa_backend id) {
 }
 
 /* AUTO's preference beyond eligibility: DECODE serves any ragged batch when forced, but AUTO takes
- * it only for decode-shaped steps (a static shape test, design §4.7). */
+ * it only for decode-shaped steps (a static shape test; doc/backends.md, "What AUTO picks, and
+ * why"). */
 static int auto_prefers(const pa__backend_ops *ops, const pa__problem *p) {
   if (ops->id == PA_BACKEND_DECODE) return p->token_count <= p->batch_size;
   return 1;
@@ -129,11 +114,15 @@ static void debug_report(const pa_plan *plan) {
   const pa__problem *p = &plan->problem;
   fprintf(stderr,
           "[pagedattn] plan: backend=%s device=%d tokens=%lld batch=%d heads=%d/%d head_size=%d/%d "
-          "block_size=%d max_query_len=%lld max_kv_len=%lld workspace=%zu (q %zu, backend %zu)\n",
+          "block_size=%d max_query_len=%lld max_kv_len=%lld workspace=%zu\n",
           pa_backend_name(plan->backend), plan->device, (long long)p->token_count, p->batch_size,
           p->num_heads, p->kv_num_heads, p->head_size, p->v_head_size, p->block_size,
-          (long long)p->max_query_len, (long long)p->max_kv_len, plan->workspace.total,
-          plan->workspace.q_bytes, plan->workspace.backend_bytes);
+          (long long)p->max_query_len, (long long)p->max_kv_len, plan->workspace.total);
+  for (int32_t i = 0; i < plan->workspace.count; i++) {
+    const pa__workspace_region *r = &plan->workspace.regions[i];
+    fprintf(stderr, "[pagedattn]   workspace [%zu, %zu) %s (%zu-byte aligned)\n", r->offset,
+            r->offset + r->bytes, r->name, r->alignment);
+  }
 }
 
 pa_status pa_plan_create(pa_plan **out, const pa_attributes *attrs,
@@ -174,6 +163,7 @@ pa_status pa_plan_create(pa_plan **out, const pa_attributes *attrs,
 
   pa_plan *plan = calloc(1, sizeof *plan);
   if (!plan) return pa__fail(PA_ERROR_OUT_OF_MEMORY, "plan: host allocation failed");
+  plan->q_staged_region = -1;
   pa_status st = pa__validate(&plan->problem, attrs, inputs, outputs, opts.attention_metadata,
                               max_qk_bytes);
   if (st != PA_SUCCESS) goto fail;
@@ -197,13 +187,22 @@ pa_status pa_plan_create(pa_plan **out, const pa_attributes *attrs,
 
   st = choose_backend(plan, opts.backend);
   if (st != PA_SUCCESS) goto fail;
-  size_t backend_bytes = 0;
-  if (plan->ops) {
-    st = plan->ops->plan(plan, setup_device, &backend_bytes);
+  /* Everything a run needs is decided here, once: the write path's and the backend's kernels,
+   * launch geometry and parameters, and the workspace layout (the staged Q first, then the
+   * backend's regions; the reference needs no device workspace). */
+  if (plan->device != PA_DEVICE_HOST) {
+    st = pa__write_plan(plan);
     if (st != PA_SUCCESS) goto fail;
   }
-  if (plan->backend != PA_BACKEND_REFERENCE) /* the reference needs no device workspace */
-    plan->workspace = pa__workspace_layout_for(&plan->problem, backend_bytes);
+  if (plan->ops) {
+    plan->q_staged_region = pa__write_workspace(&plan->problem, &plan->workspace);
+    st = plan->ops->plan(plan, setup_device);
+    if (st != PA_SUCCESS) goto fail;
+    if (plan->workspace.overflowed) {
+      st = pa__fail(PA_ERROR_NOT_SUPPORTED, "workspace: its size overflows size_t");
+      goto fail;
+    }
+  }
   debug_report(plan);
   *out = plan;
   return PA_SUCCESS;
@@ -216,6 +215,7 @@ fail:
 void pa_plan_destroy(pa_plan *plan) {
   if (!plan) return;
   if (plan->ops && plan->ops->destroy) plan->ops->destroy(plan);
+  pa__write_destroy(plan);
   free(plan);
 }
 

@@ -1,7 +1,9 @@
 /*
  * The validated, resolved request: every quantity planning derives from the attributes and the
- * descriptors, in one C struct shared by the host code (lib/) and the kernels (cuda/).
- * Filled once by pa__validate() in pa_plan_create; read-only afterwards.
+ * descriptors, in one C struct shared by the host code (lib/) and the launchers (the launcher .cu
+ * of each cuda/ folder, and cuda/launch_common.cuh). Kernels never see it: each launcher copies
+ * what its kernels need into their own parameter struct at plan time. Filled once by
+ * pa__validate() in pa_plan_create; read-only afterwards.
  */
 #ifndef PAGEDATTN_PROBLEM_H
 #define PAGEDATTN_PROBLEM_H
@@ -82,16 +84,6 @@ static inline int64_t pa__query_row_elems(const pa__problem *p) {
              : pa__q_row_elems(p);
 }
 
-/*
- * Workspace layout: one function (pa__workspace_layout, lib/plan.c) both sizes and carves it, so the
- * two cannot drift. Every region starts at a PA_WORKSPACE_ALIGNMENT-aligned offset.
- */
-typedef struct pa__workspace_layout {
-  size_t q_offset, q_bytes;             /* the prologue's Q (normalized, rotated) in T; 0 = not staged */
-  size_t backend_offset, backend_bytes; /* the attention backend's scratch */
-  size_t total;
-} pa__workspace_layout;
-
 /* Device pointers of one pa_execute call, typed loosely (the kernels cast by dtype). */
 typedef struct pa__io {
   const void *query, *key, *value;
@@ -108,8 +100,8 @@ typedef struct pa__io {
   /* Q as attention reads it: the staged workspace copy or the query input itself */
   const void *q_attn;
   int64_t q_attn_row_stride; /* elements between tokens in q_attn */
-  void *q_staged;            /* where the prologue writes Q (== q_attn) when staged, else NULL */
-  void *backend_workspace;   /* the backend's region, backend_bytes long */
+  void *q_staged;            /* where the write path writes Q (== q_attn) when staged, else NULL */
+  void *workspace;           /* the caller's workspace (pa__workspace_at finds a region in it) */
 } pa__io;
 
 #ifdef __cplusplus

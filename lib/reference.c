@@ -1,4 +1,4 @@
-/* pa_execute_reference: the operator on host memory (doc/semantics.md), for any plan. The prologue
+/* pa_execute_reference: the operator on host memory (doc/semantics.md), for any plan. The write path
  * runs for every token before attention reads the cache. */
 #include <stdlib.h>
 
@@ -44,7 +44,7 @@ pa_status pa_execute_reference(const pa_plan *plan, const void *const inputs[PA_
                   (long long)p->token_count);
   } else {
     map_tokens(&call);
-    pa__ref_prologue(&call);
+    pa__ref_write(&call);
     st = pa__ref_attention(&call);
   }
   free(call.sequence_of_token);

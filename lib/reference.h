@@ -31,13 +31,13 @@ typedef struct pa__ref_call {
   pa__io io;
   int32_t *sequence_of_token; /* token_count entries; -1: the token belongs to no sequence */
   int64_t *position_of_token; /* token_count entries; meaningful where sequence_of_token >= 0 */
-  float *q;                   /* token_count * num_heads * head_size: Q after the prologue, in T */
-  float *kv_rows;             /* 2 * kv_num_heads * head_size: the prologue's K and V of one token */
+  float *q;                   /* token_count * num_heads * head_size: Q after the write path, in T */
+  float *kv_rows;             /* 2 * kv_num_heads * head_size: the write path's K and V of one token */
 } pa__ref_call;
 
-/* Prologue of semantics.md (unpack, QK-Norm, RoPE, round to T, quantize, slot write) for every
- * token; fills call->q. */
-void pa__ref_prologue(pa__ref_call *call);
+/* The write path of doc/semantics.md (unpack, QK-Norm, RoPE, round to T, quantize, slot write)
+ * for every token; fills call->q. */
+void pa__ref_write(pa__ref_call *call);
 
 /* Attention from the cache into output (and output_qk). PA_ERROR_OUT_OF_MEMORY when host scratch
  * cannot be allocated. */

@@ -1,6 +1,6 @@
 /*
- * pa__validate: every request rule of the design's §15 (consolidated in the project's
- * design/validation.md, ids V01..V42, V48) and contract §4, in the order of the spec: descriptors,
+ * pa__validate: every request rule (doc/semantics.md and doc/api.md, "pa_plan_create"; their ids
+ * V01..V42, V48 name the tests of test/unit/test_validation.c), in this order: descriptors,
  * attributes, then one function per input group. Each failure names the tensor or attribute, the
  * expected value and the actual one. On success *p holds the resolved request.
  *
@@ -463,7 +463,8 @@ static pa_status check_sequence_metadata(pa__problem *p, const pa_tensor_desc in
     p->has_query_positions = 1;
   }
 
-  /* replay-wide bounds: 0 = unknown, larger than the static limit is clamped (design §4.7) */
+  /* replay-wide bounds: 0 = unknown, larger than the static limit is clamped (doc/semantics.md,
+   * "Bounds") */
   const int64_t kv_capacity = (int64_t)p->max_blocks_per_seq * p->block_size;
   p->max_query_len = p->token_count;
   p->max_kv_len = kv_capacity;

@@ -32,10 +32,10 @@ print("tests:", dict(c)); [print("  not ok:", b) for b in bad[:40]]
 PY
     summary+=("$(head -1 "$out/tests-summary.txt")") ;;
   sanitize)
-    for name in ${SANITIZE_TESTS:-decode prologue unfused}; do  # the quick matrices under memcheck
+    for name in ${SANITIZE_TESTS:-decode write unfused prefill}; do  # the quick matrices under memcheck
       t=build-gpu/test/gpu/test_gpu_$name
       PA_GPU_TEST_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 9 "$t" >"$out/sanitize.log" 2>&1
-      summary+=("memcheck $name: rc=$? $(grep -c 'Invalid' "$out/sanitize.log") invalid accesses, $(grep -E '^test_|^decode:' "$out/sanitize.log" | tail -1)")
+      summary+=("memcheck $name: rc=$? $(grep -c 'Invalid' "$out/sanitize.log") invalid accesses, $(grep -E '^test_|^decode:|^prefill:' "$out/sanitize.log" | tail -1)")
     done ;;
   bench)
     for b in build-gpu/bench/pa_bench_*; do

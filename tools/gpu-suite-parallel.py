@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
 """Runs the meson `gpu` suite of a build directory as parallel processes on the GPU machine.
 
-meson runs the matrix tests one process each, and test_gpu_prologue's full matrix alone takes about
-five minutes; here the three matrix tests are split into PA_GPU_TEST_SHARD shares (same seed, so
+meson runs the matrix tests one process each, and test_gpu_write's full matrix alone takes about
+five minutes; here the four matrix tests are split into PA_GPU_TEST_SHARD shares (same seed, so
 together they run every case once), every other gpu test runs once, and memcheck runs on the quick
-prologue matrix, all at the same time. One line per process is appended to SUMMARY; each process's
+write-path matrix, all at the same time. One line per process is appended to SUMMARY; each process's
 output is in LOGDIR/suite-NN.log.
 
   tools/gpu-suite-parallel.py BUILD_DIR SUMMARY [--seconds 300] [--logdir /tmp]
 """
 import argparse, json, os, subprocess, time
 
-SHARDS = {"gpu_prologue": 8, "gpu_unfused": 4, "gpu_decode": 2}
+SHARDS = {"gpu_write": 8, "gpu_unfused": 4, "gpu_decode": 2, "gpu_prefill": 4}
 
 ap = argparse.ArgumentParser()
 ap.add_argument("build"); ap.add_argument("summary")
@@ -30,9 +30,9 @@ for t in tests:
         if n > 1:
             env["PA_GPU_TEST_SHARD"] = f"{i}/{n}"
         jobs.append((t["name"] + (f" shard {i}/{n}" if n > 1 else ""), t["cmd"], env))
-jobs.append(("memcheck prologue quick",
+jobs.append(("memcheck write quick",
              ["compute-sanitizer", "--tool", "memcheck", "--error-exitcode", "9",
-              os.path.join(args.build, "test/gpu/test_gpu_prologue")],
+              os.path.join(args.build, "test/gpu/test_gpu_write")],
              dict(os.environ, PA_GPU_TEST_QUICK="1", PA_TEST_SEED=args.seed)))
 
 start = time.time()

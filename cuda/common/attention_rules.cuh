@@ -49,11 +49,19 @@ __device__ __forceinline__ sequence_span load_sequence_span(const int32_t *cu_se
   return s;
 }
 
-// The position of packed token t of sequence `s`: query_positions[t] when given, else
-// past + its index among the sequence's new tokens.
+// The position of packed token t, whose sequence's first packed token is first_token:
+// query_positions[t] when given, else the sequence's past length (past_of(), called only then, so
+// a kernel may pass a length it loaded early) + t's index among the sequence's new tokens.
+template <typename PastOf>
+__device__ __forceinline__ int64_t token_position(const int32_t *query_positions,
+                                                  int64_t first_token, int64_t t, PastOf past_of) {
+  return query_positions ? (int64_t)__ldg(query_positions + t)
+                         : (int64_t)past_of() + (t - first_token);
+}
+// The same for a token of sequence span `s`.
 __device__ __forceinline__ int64_t token_position(const int32_t *query_positions,
                                                   const sequence_span &s, int64_t t) {
-  return query_positions ? (int64_t)__ldg(query_positions + t) : s.past + (t - s.first_token);
+  return token_position(query_positions, s.first_token, t, [&] { return s.past; });
 }
 
 // The keys [lo, hi) a query at position `pos` admits in a sequence of kv_len keys: causal
@@ -73,18 +81,30 @@ __device__ __forceinline__ key_span admitted_keys(int64_t pos, int64_t kv_len, i
   return r;
 }
 
+// Softcap of a scaled score s (natural units): c * tanh(s / c) when softcap c > 0, else s.
+__device__ __forceinline__ float apply_softcap(float s, float softcap) {
+  return softcap > 0.0f ? softcap * tanhf(s / softcap) : s;
+}
+
 // A raw score q·k (the cache's k_scale already folded into qk_scale or Q) in log2 units: scaled,
-// then softcapped (c * tanh(s / c)) when softcap > 0.
+// then softcapped (apply_softcap) when softcap > 0. Without softcap the two scales fold into one
+// multiply.
 __device__ __forceinline__ float score_log2(float raw, float qk_scale, float softcap) {
-  return softcap > 0.0f ? softcap * tanhf(raw * qk_scale / softcap) * kLog2e
+  return softcap > 0.0f ? apply_softcap(raw * qk_scale, softcap) * kLog2e
                         : raw * (qk_scale * kLog2e);
 }
 
-// The sink logit of a query head in log2 units, -inf when head_sink is absent.
+// The sink logit of a query head (natural units), -inf when head_sink is absent.
+template <typename T>
+__device__ __forceinline__ float sink_logit(const void *head_sink, int head) {
+  if (!head_sink) return -INFINITY;
+  return to_float(reinterpret_cast<const T *>(head_sink)[head]);
+}
+// The same in log2 units.
 template <typename T>
 __device__ __forceinline__ float sink_log2(const void *head_sink, int head) {
   if (!head_sink) return -INFINITY;
-  return to_float(reinterpret_cast<const T *>(head_sink)[head]) * kLog2e;
+  return sink_logit<T>(head_sink, head) * kLog2e;
 }
 
 // One online-softmax step of a row whose running max was row_max, given the max of the new
@@ -101,6 +121,18 @@ __device__ __forceinline__ softmax_step online_softmax_step(float &row_max, floa
   row_max = new_max;
   return step;
 }
+
+// exp2 of a softmax exponent (x <= 0 after the running max is subtracted): the hardware
+// approximation (MUFU.EX2, about 2 ulp), results below the normal range flushed to zero.
+__device__ __forceinline__ float softmax_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Whether a partial state (running max, sum l) saw any admitted key. A NaN sum counts, so a NaN
+// score or value reaches the output (doc/semantics.md) instead of being dropped with the empties.
+__device__ __forceinline__ bool partial_has_keys(float l) { return l != 0.0f; }
 
 // Weight of a partial state with running max m (log2 units) inside a merge whose max is m_all.
 __device__ __forceinline__ float softmax_rescale(float m, float m_all) { return exp2f(m - m_all); }

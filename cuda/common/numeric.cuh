@@ -42,8 +42,8 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(f
 }
 template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
 
-// Quantization exactly as spec/tables.md §8.3: reciprocal multiply, round half to even, saturate.
-// The input x is the T-rounded value (doc/semantics.md, prologue step 5).
+// Quantization exactly as doc/semantics.md ("The write path", step 5) says: reciprocal multiply,
+// round half to even, saturate. The input x is the T-rounded value.
 template <typename C> __device__ __forceinline__ C quantize(float x, float inv_scale);
 // round(x * inv_scale) to nearest even, saturated to [-128, 127]. Clamping before rounding gives
 // the same code (the bounds are integers; NaN clamps to -128 either way); adding 1.5 * 2^23 then

@@ -26,7 +26,7 @@
 namespace pa {
 namespace detail {
 
-// Static geometry of one cache, fixed at plan time (cuda/launch_common.h) and copied into kernel
+// Static geometry of one cache, fixed at plan time (cuda/launch_common.cuh) and copied into kernel
 // parameters.
 struct paged_kv_layout {
   int64_t num_blocks;

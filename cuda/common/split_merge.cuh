@@ -81,13 +81,13 @@ __global__ void __launch_bounds__(kMergeThreads) split_merge_kernel(const split_
   float m = -INFINITY;
   for (int s = tid; s < count; s += kMergeThreads) {
     float2 x = ml[(int64_t)s * P.num_heads];
-    if (x.y > 0.0f) m = fmaxf(m, x.x);
+    if (partial_has_keys(x.y)) m = fmaxf(m, x.x);
   }
   m = merge_block_reduce(m, scratch, [](float a, float b) { return fmaxf(a, b); });
   float l = 0.0f;
   for (int s = tid; s < count; s += kMergeThreads) {
     float2 x = ml[(int64_t)s * P.num_heads];
-    if (x.y > 0.0f) l += x.y * softmax_rescale(x.x, m);
+    if (partial_has_keys(x.y)) l += x.y * softmax_rescale(x.x, m);
   }
   l = merge_block_reduce(l, scratch, [](float a, float b) { return a + b; });
 
@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(kMergeThreads) split_merge_kernel(const split_
         row[r][k] = s < count && v < vecs ? partial[s * split_stride + v]
                                           : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       }
-      weight[r] = x.y > 0.0f ? softmax_rescale(x.x, m) : -1.0f;  // < 0: the split is empty
+      weight[r] = partial_has_keys(x.y) ? softmax_rescale(x.x, m) : -1.0f;  // < 0: the split is empty
     }
 #pragma unroll
     for (int r = 0; r < kMergeRowsInFlight; r++) {

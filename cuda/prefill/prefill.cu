@@ -39,13 +39,11 @@ struct prefill_state {
   dim3 grid;
   int smem_bytes;
   bool chained;  // programmatic dependent launch (compute capability 9.0 and newer)
-  // in the backend workspace
-  size_t partial_ml_offset, split_counts_offset, unit_begin_offset, work_counter_offset;
+  // workspace regions (pa__workspace_add indices; -1 when unused)
+  int partial_out_region, partial_ml_region, split_counts_region, unit_begin_region,
+      work_counter_region;
 };
 
-size_t align_up(size_t x) {
-  return (x + PA_WORKSPACE_ALIGNMENT - 1) / PA_WORKSPACE_ALIGNMENT * PA_WORKSPACE_ALIGNMENT;
-}
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 template <typename T, typename C, int DMAX>
@@ -187,7 +185,7 @@ int64_t tiles_per_split_for(const pa__problem *p, const pa_device_caps *caps, in
   return std::min(tiles, capacity_tiles);
 }
 
-pa_status prefill_plan(pa_plan *plan, int setup_device, size_t *backend_bytes) {
+pa_status prefill_plan(pa_plan *plan, int setup_device) {
   const pa__problem *p = &plan->problem;
   prefill_state *s = (prefill_state *)calloc(1, sizeof *s);
   if (!s) return pa__fail(PA_ERROR_OUT_OF_MEMORY, "plan: host allocation failed");
@@ -228,17 +226,25 @@ pa_status prefill_plan(pa_plan *plan, int setup_device, size_t *backend_bytes) {
   P.num_split_slots = (int32_t)std::min<int64_t>(slots, INT32_MAX / 2);
 
   // Workspace: partials (with splits), then the schedule.
-  size_t offset = 0;
+  pa__workspace_layout *w = &plan->workspace;
+  s->partial_out_region = s->partial_ml_region = s->split_counts_region = -1;
   if (P.num_split_slots > 1) {
-    const size_t items = (size_t)p->token_count * (size_t)P.num_split_slots;
-    const size_t item_heads = items * (size_t)p->num_heads;
-    s->partial_ml_offset = align_up(item_heads * p->head_size * sizeof(float));
-    s->split_counts_offset = align_up(s->partial_ml_offset + item_heads * sizeof(float2));
-    offset = align_up(s->split_counts_offset + (size_t)p->token_count * sizeof(int32_t));
+    const uint64_t item_heads =
+        (uint64_t)p->token_count * (uint64_t)P.num_split_slots * (uint64_t)p->num_heads;
+    s->partial_out_region = pa__workspace_add(w, "PREFILL partial outputs [item][head][head_size]",
+                                              item_heads * p->head_size, sizeof(float),
+                                              PA_WORKSPACE_ALIGNMENT);
+    s->partial_ml_region = pa__workspace_add(w, "PREFILL partial (max, sum) [item][head]",
+                                             item_heads, sizeof(float2), PA_WORKSPACE_ALIGNMENT);
+    s->split_counts_region = pa__workspace_add(w, "PREFILL splits per token",
+                                               (uint64_t)p->token_count, sizeof(int32_t),
+                                               PA_WORKSPACE_ALIGNMENT);
   }
-  s->unit_begin_offset = offset;
-  s->work_counter_offset = align_up(offset + ((size_t)p->batch_size + 1) * sizeof(int32_t));
-  *backend_bytes = s->work_counter_offset + sizeof(unsigned int);
+  s->unit_begin_region = pa__workspace_add(w, "PREFILL schedule: first unit per sequence",
+                                           (uint64_t)p->batch_size + 1, sizeof(int32_t),
+                                           PA_WORKSPACE_ALIGNMENT);
+  s->work_counter_region = pa__workspace_add(w, "PREFILL schedule: counter", 1,
+                                             sizeof(unsigned int), PA_WORKSPACE_ALIGNMENT);
 
   // A persistent grid: one CTA per resident slot (more would only queue), at most one per unit.
   int64_t per_sm = ctas_per_sm_of(&plan->caps, s->smem_bytes, p);
@@ -282,19 +288,19 @@ pa_status prefill_run(const pa_plan *plan, const pa__io *io, pa__stream stream) 
   P.cu_seqlens = io->cu_seqlens;
   P.past_seqlens = io->past_seqlens;
   P.block_table = io->block_table;
-  P.query_positions = p->has_query_positions ? io->query_positions : nullptr;
-  P.head_sink = p->has_head_sink ? io->head_sink : nullptr;
+  P.query_positions = io->query_positions;
+  P.head_sink = io->head_sink;
   P.k_scale = io->k_scale;
   P.v_scale = io->v_scale;
   P.output = io->output;
-  char *workspace = (char *)io->backend_workspace;
+  const pa__workspace_layout *w = &plan->workspace;
   if (P.num_split_slots > 1) {
-    P.partial_out = (float *)workspace;
-    P.partial_ml = (float2 *)(workspace + s->partial_ml_offset);
-    P.split_counts = (int32_t *)(workspace + s->split_counts_offset);
+    P.partial_out = (float *)pa__workspace_at(w, s->partial_out_region, io->workspace);
+    P.partial_ml = (float2 *)pa__workspace_at(w, s->partial_ml_region, io->workspace);
+    P.split_counts = (int32_t *)pa__workspace_at(w, s->split_counts_region, io->workspace);
   }
-  P.unit_begin = (int32_t *)(workspace + s->unit_begin_offset);
-  P.work_counter = (unsigned int *)(workspace + s->work_counter_offset);
+  P.unit_begin = (int32_t *)pa__workspace_at(w, s->unit_begin_region, io->workspace);
+  P.work_counter = (unsigned int *)pa__workspace_at(w, s->work_counter_region, io->workspace);
 
   cudaStream_t st = (cudaStream_t)stream;
   const int t_bytes = (int)pa_dtype_size(p->dtype);

@@ -94,7 +94,7 @@ __host__ __device__ constexpr int prefill_kv_row_bytes(int dmax, int cache_elem_
 // stage, then the K/V stage ring.
 __host__ __device__ inline int prefill_smem_bytes(int head_size, int cache_elem_bytes) {
   const int dmax = prefill_dmax(head_size), rows = prefill_rows(dmax);
-  return rows * prefill_q_row_elems(dmax) * 2 + rows * 2 * 8 + kPrefillStages * kPrefillTileKeys +
+  return rows * prefill_q_row_elems(dmax) * 2 + rows * 2 * 4 + kPrefillStages * kPrefillTileKeys +
          kPrefillStages * 2 * kPrefillTileKeys * prefill_kv_row_bytes(dmax, cache_elem_bytes);
 }
 
@@ -111,195 +111,224 @@ __device__ __forceinline__ int32_t prefill_row_blocks(const prefill_params &P, i
   return (int32_t)((q_len + P.tokens_per_block - 1) / P.tokens_per_block) * P.head_blocks;
 }
 
-// The output channel of accumulator column `column` (0..7) of n-tile n, and whether the
-// accumulator pair (acc[n][e], next) with next = acc[n][e + 1] (16-bit caches) or acc[n + 1][e]
-// (8-bit caches, whose V fragments interleave two n-tiles) holds two adjacent channels.
+// The output channel of accumulator column `column` (0..7) of n-tile n: in order for 16-bit
+// caches; 8-bit caches' V fragments interleave two n-tiles (tensor_core.cuh, warp_fragments), so
+// n-tile n (even) holds channels 8n + 2c and n-tile n + 1 channels 8n + 2c + 1.
 template <typename C>
 __device__ __forceinline__ int prefill_out_channel(int n, int column) {
   if constexpr (sizeof(C) == 2) return n * 8 + column;
   else return (n & ~1) * 8 + 2 * column + (n & 1);
 }
 
-// One work unit: split `split` of row block `row_block` of sequence b, for KV head kv_head.
-template <typename T, typename C, int DMAX>
-__device__ __forceinline__ void prefill_unit(const prefill_params &P, unsigned char *smem, int32_t b,
-                                             int32_t row_block, int32_t split, int kv_head) {
-  constexpr int kMTiles = prefill_m_tiles(DMAX);
-  constexpr int kRows = prefill_rows(DMAX);
-  const int head_size = P.kv.head_size;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int group_id = lane / 4, col = (lane % 4) * 2;  // mma fragment coordinates
-
-  T *q_smem = reinterpret_cast<T *>(smem);
-  constexpr int q_stride = prefill_q_row_elems(DMAX);
-  int64_t *row_lo = reinterpret_cast<int64_t *>(smem + kRows * q_stride * sizeof(T));
-  int64_t *row_hi = row_lo + kRows;
-  unsigned char *admitted = reinterpret_cast<unsigned char *>(row_hi + kRows);
-  unsigned char *stages = admitted + kPrefillStages * kPrefillTileKeys;
-  constexpr int row_bytes = prefill_kv_row_bytes(DMAX, (int)sizeof(C));
-  constexpr int stage_bytes = 2 * kPrefillTileKeys * row_bytes;
-
-  const sequence_span span = load_sequence_span(P.cu_seqlens, P.past_seqlens, b);
-  const int token_block = row_block / P.head_blocks;
-  const int head_block = row_block % P.head_blocks;
-  const int64_t first_row_token = (int64_t)token_block * P.tokens_per_block;
-  const int first_head = kv_head * P.group_size + head_block * P.heads_per_block;
-  // Row r of the block: its token (packed index) and query head, or invalid.
-  // (Bounds on the packed token too: malformed lengths must never send a read out of bounds.)
-  auto row_token = [&](int r) { return span.first_token + first_row_token + r / P.heads_per_block; };
-  auto row_head = [&](int r) { return first_head + r % P.heads_per_block; };
-  auto row_valid = [&](int r) {
-    const int64_t j = first_row_token + r / P.heads_per_block, t = span.first_token + j;
-    return r < P.tokens_per_block * P.heads_per_block && j < span.q_len && t >= 0 &&
-           t < P.token_count && head_block * P.heads_per_block + r % P.heads_per_block < P.group_size;
-  };
-
-  // Q rows into shared memory, a per-channel k_scale folded in; invalid rows and channels beyond
-  // head_size are zero (their scores are finite and discarded).
-  float qk_scale = P.scale;
-  if (is_quantized<C>::value && P.k_quant == PA_QUANT_PER_TENSOR) qk_scale *= __ldg(P.k_scale);
-  const bool fold_k_scale = is_quantized<C>::value && P.k_quant == PA_QUANT_PER_CHANNEL;
-  {
-    constexpr int vecs_per_row = DMAX / 8;
-    for (int i = tid; i < kRows * vecs_per_row; i += kPrefillThreads) {
-      const int r = i / vecs_per_row, c = (i % vecs_per_row) * 8;
-      uint4 v = make_uint4(0, 0, 0, 0);
-      if (row_valid(r) && c < head_size) {
-        const T *q = reinterpret_cast<const T *>(P.q) + row_token(r) * P.q_row_stride +
-                     (int64_t)row_head(r) * head_size;
-        v = *reinterpret_cast<const uint4 *>(q + c);
-        if (fold_k_scale) {
-          T *e = reinterpret_cast<T *>(&v);
-#pragma unroll
-          for (int k = 0; k < 8; k++)
-            e[k] = from_float<T>(to_float(e[k]) *
-                                 __ldg(P.k_scale + (int64_t)kv_head * head_size + c + k));
-        }
-      }
-      warp_fragments<T, C>::store_q(q_smem + r * q_stride, c, v);
-    }
-    // each row's admitted keys; an invalid row admits none
-    for (int r = tid; r < kRows; r += kPrefillThreads) {
-      key_span keys = {0, 0};
-      if (row_valid(r)) {
-        const int64_t t = row_token(r);
-        keys = admitted_keys(token_position(P.query_positions, span, t), span.kv_len, P.is_causal,
-                             P.window);
-      }
-      row_lo[r] = keys.lo;
-      row_hi[r] = keys.hi;
-    }
-  }
-  __syncthreads();
-
-  // The union of the rows' ranges (the tiles this unit visits), and this warp's rows: their union
-  // (tiles it computes), their intersection (tiles it needs no per-key mask for), its own rows.
-  int64_t union_lo = INT64_MAX, union_hi = INT64_MIN;
-  for (int r = lane; r < kRows; r += 32)
-    if (row_lo[r] < row_hi[r]) {
-      union_lo = min(union_lo, row_lo[r]);
-      union_hi = max(union_hi, row_hi[r]);
-    }
-  const int warp_row0 = warp * 16 * kMTiles;
-  int64_t warp_lo = INT64_MAX, warp_hi = INT64_MIN, common_lo = INT64_MIN, common_hi = INT64_MAX;
-  if (lane < 16 * kMTiles) {
-    const int64_t lo = row_lo[warp_row0 + lane], hi = row_hi[warp_row0 + lane];
-    if (lo < hi) {
-      warp_lo = lo;
-      warp_hi = hi;
-    }
-    if (row_valid(warp_row0 + lane)) {  // an empty valid row forces the masked path
-      common_lo = lo;
-      common_hi = hi;
-    }
-  }
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) {
-    union_lo = min(union_lo, __shfl_xor_sync(0xffffffffu, union_lo, offset));
-    union_hi = max(union_hi, __shfl_xor_sync(0xffffffffu, union_hi, offset));
-    warp_lo = min(warp_lo, __shfl_xor_sync(0xffffffffu, warp_lo, offset));
-    warp_hi = max(warp_hi, __shfl_xor_sync(0xffffffffu, warp_hi, offset));
-    common_lo = max(common_lo, __shfl_xor_sync(0xffffffffu, common_lo, offset));
-    common_hi = min(common_hi, __shfl_xor_sync(0xffffffffu, common_hi, offset));
-  }
-  int64_t my_lo[kMTiles][2], my_hi[kMTiles][2];
-#pragma unroll
-  for (int mt = 0; mt < kMTiles; mt++)
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const int r = warp_row0 + mt * 16 + group_id + 8 * h;
-      my_lo[mt][h] = row_lo[r];
-      my_hi[mt][h] = row_hi[r];
-    }
-
-  // The unit's tiles: the union range cut to this split's absolute tiles.
-  int64_t tile_begin = 0, tile_end = 0;
-  if (union_lo < union_hi) {
-    tile_begin = union_lo / kPrefillTileKeys;
-    tile_end = (union_hi + kPrefillTileKeys - 1) / kPrefillTileKeys;
-    const int32_t splits = prefill_sequence_splits(P, span.kv_len);
-    if (splits > 1) {
-      tile_begin = max(tile_begin, (int64_t)split * P.tiles_per_split);
-      tile_end = min(tile_end, (int64_t)(split + 1) * P.tiles_per_split);
-    }
-  }
-
-  // Loads: thread (run, chunk) owns 16-byte chunk `chunk` of the kRunRows consecutive rows starting
-  // at row run * kRunRows of every tile. A run never crosses a page (tiles start at multiples of
-  // 64, kRunRows <= 16 <= block_size), so it needs one block id per tile and its rows are a fixed
-  // stride apart in the cache. Chunks at or past the row's real length zero-fill the DMAX pad;
-  // rows outside the union range or in an unmapped block are zero-filled and flagged.
-  constexpr int kChunks = DMAX * (int)sizeof(C) / 16;
-  constexpr int kRunRows = kPrefillTileKeys * kChunks / kPrefillThreads;
+// The producer side of a unit: 64-key K/V tiles of one (sequence, KV head) gathered from the pages
+// into the stage ring. Thread (run, chunk) owns 16-byte chunk `chunk` of the kRunRows consecutive
+// rows starting at row run * kRunRows of every tile. A run never crosses a page (tiles start at
+// multiples of 64, kRunRows <= 16 <= block_size), so it needs one block id per tile and its rows
+// are a fixed stride apart in the cache. Chunks at or past the row's real length zero-fill the
+// DMAX pad; rows outside the unit's key range [lo, hi) or in an unmapped block are zero-filled
+// (so 0 * V stays finite) and flagged not admitted.
+template <typename C, int DMAX>
+struct prefill_kv_loader {
+  static constexpr int kChunks = DMAX * (int)sizeof(C) / 16;
+  static constexpr int kRunRows = kPrefillTileKeys * kChunks / kPrefillThreads;
   static_assert(kRunRows >= 1 && kRunRows <= 16, "a run of rows must fit in a 16-key page");
-  const int chunk = tid % kChunks, run = tid / kChunks;
-  const bool real_chunk = chunk * 16 < head_size * (int)sizeof(C);
-  const int64_t slot_bytes = (int64_t)P.kv.kv_num_heads * head_size * sizeof(C);
-  const int32_t *table_row = P.block_table + (int64_t)b * P.kv.max_blocks_per_seq;
-  const unsigned char *k_base = reinterpret_cast<const unsigned char *>(P.k_cache);
-  const unsigned char *v_base = reinterpret_cast<const unsigned char *>(P.v_cache);
-  auto run_first_key = [&](int64_t tile) { return tile * kPrefillTileKeys + run * kRunRows; };
-  auto run_block_entry = [&](int64_t tile) {
+  static constexpr int kRowBytes = prefill_kv_row_bytes(DMAX, (int)sizeof(C));
+  static constexpr int kStageBytes = 2 * kPrefillTileKeys * kRowBytes;
+
+  const unsigned char *k_base, *v_base;
+  const int32_t *table_row;
+  paged_kv_layout kv;
+  int64_t lo, hi;
+  int64_t slot_bytes;
+  unsigned char *stages, *admitted;
+  int kv_head, chunk, run;
+  bool real_chunk;
+
+  __device__ __forceinline__ int64_t run_first_key(int64_t tile) const {
+    return tile * kPrefillTileKeys + run * kRunRows;
+  }
+  // The block-table entry of this thread's run in `tile` (-1: past the range), validated only
+  // when the tile is issued, so the lookup's latency hides behind a tile of work.
+  __device__ __forceinline__ int32_t entry(int64_t tile) const {
     const int64_t key = run_first_key(tile);
-    return key < union_hi ? kv_block_entry(P.kv, table_row, key) : -1;
-  };
-  auto issue_tile = [&](int64_t tile, int32_t block_entry) {
-    const int32_t block_id = kv_block_mapped(P.kv, block_entry);
+    return key < hi ? kv_block_entry(kv, table_row, key) : -1;
+  }
+  __device__ __forceinline__ void issue(int64_t tile, int32_t block_entry) const {
+    const int32_t block_id = kv_block_mapped(kv, block_entry);
     const int stage = (int)(tile % kPrefillStages);
-    unsigned char *k_dst = stages + stage * stage_bytes + run * kRunRows * row_bytes + chunk * 16;
-    unsigned char *v_dst = k_dst + kPrefillTileKeys * row_bytes;
+    unsigned char *k_dst = stages + stage * kStageBytes + run * kRunRows * kRowBytes + chunk * 16;
+    unsigned char *v_dst = k_dst + kPrefillTileKeys * kRowBytes;
     const int64_t key0 = run_first_key(tile);
-    const int first_valid = (int)max((int64_t)0, min((int64_t)kRunRows, union_lo - key0));
-    const int end_valid = (int)max((int64_t)0, min((int64_t)kRunRows, union_hi - key0));
+    const int first_valid = (int)max((int64_t)0, min((int64_t)kRunRows, lo - key0));
+    const int end_valid = (int)max((int64_t)0, min((int64_t)kRunRows, hi - key0));
     const uint32_t valid =
         block_id >= 0 ? ((1u << end_valid) - 1u) & ~((1u << first_valid) - 1u) : 0u;
     const int64_t offset =
-        block_id >= 0
-            ? kv_row_offset(P.kv, block_id, key0, kv_head) * (int64_t)sizeof(C) + chunk * 16
-            : 0;
+        block_id >= 0 ? kv_row_offset(kv, block_id, key0, kv_head) * (int64_t)sizeof(C) + chunk * 16
+                      : 0;
     const unsigned char *k_src = k_base + offset, *v_src = v_base + offset;
 #pragma unroll
     for (int i = 0; i < kRunRows; i++) {
       const bool fill = real_chunk && (valid >> i & 1u);
-      cp_async_16(k_dst + i * row_bytes, fill ? k_src + i * slot_bytes : k_base, fill);
-      cp_async_16(v_dst + i * row_bytes, fill ? v_src + i * slot_bytes : v_base, fill);
+      cp_async_16(k_dst + i * kRowBytes, fill ? k_src + i * slot_bytes : k_base, fill);
+      cp_async_16(v_dst + i * kRowBytes, fill ? v_src + i * slot_bytes : v_base, fill);
     }
     if (chunk == 0) {
 #pragma unroll
       for (int i = 0; i < kRunRows; i++)
         admitted[stage * kPrefillTileKeys + run * kRunRows + i] = valid >> i & 1u;
     }
-  };
+  }
+  // Tiles [begin, end) through the ring: tile t + 1's loads are in flight while consume(t, stage)
+  // computes on tile t. Ends with every load landed and the ring free.
+  template <typename Consume>
+  __device__ __forceinline__ void run_tiles(int64_t begin, int64_t end, Consume &&consume) const {
+    int32_t next_entry = begin < end ? entry(begin) : -1;
+#pragma unroll
+    for (int s = 0; s < kPrefillStages - 1; s++) {
+      const int64_t tile = begin + s;
+      if (tile < end) {
+        const int32_t e = next_entry;
+        if (tile + 1 < end) next_entry = entry(tile + 1);
+        issue(tile, e);
+      }
+      cp_async_commit();
+    }
+#pragma unroll 1
+    for (int64_t tile = begin; tile < end; tile++) {
+      cp_async_wait<kPrefillStages - 2>();
+      __syncthreads();
+      const int64_t ahead = tile + kPrefillStages - 1;
+      if (ahead < end) {
+        const int32_t e = next_entry;
+        if (ahead + 1 < end) next_entry = entry(ahead + 1);
+        issue(ahead, e);
+      }
+      cp_async_commit();
+      consume(tile, (int)(tile % kPrefillStages));
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+  }
+};
 
-  constexpr int kSteps = DMAX / 16;    // k-steps of Q·K^T
-  constexpr int kOutTiles = DMAX / 8;  // n-tiles of P·V
-  constexpr int kLoads = warp_fragments<T, C>::kLoads;
-  // A tile's keys are computed in passes: 64 keys at once with one m16 tile per warp, 32 with two
-  // (their scores would not fit the registers beside the accumulators otherwise).
+// Scores of one warp's rows in log2 units, in place: scaled, softcapped; the softcap test is
+// hoisted out of the loop so the common case is one multiply per score.
+template <int A, int B>
+__device__ __forceinline__ void transform_scores(float (&score)[A][B][4], float qk_scale,
+                                                 float softcap) {
+  if (softcap > 0.0f) {
+#pragma unroll
+    for (int a = 0; a < A; a++)
+#pragma unroll
+      for (int b = 0; b < B; b++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) score[a][b][i] = score_log2(score[a][b][i], qk_scale, softcap);
+  } else {
+#pragma unroll
+    for (int a = 0; a < A; a++)
+#pragma unroll
+      for (int b = 0; b < B; b++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) score[a][b][i] = score_log2(score[a][b][i], qk_scale, 0.0f);
+  }
+}
+
+// What a unit's compute needs besides the loader: its rows (row r of the block is query head
+// row_head(r) of packed token row_token(r)), each row's admitted keys relative to the unit's first
+// key `key_base` (shared row_lo / row_hi), the score scale and where results go.
+struct prefill_row_block {
+  int64_t first_token;  // packed index of the block's first token
+  int64_t key_base;     // the unit's first admitted key: keys are handled relative to it
+  int32_t *row_lo, *row_hi;
+  int first_head, valid_rows;
+  float qk_scale;
+};
+
+// Finalizes row `r`'s channel pair (c, c + 1) (one split) or writes it as a partial state.
+template <typename T, typename C>
+__device__ __forceinline__ void prefill_store_pair(const prefill_params &P, int64_t token, int head,
+                                                   int kv_head, int split, int32_t splits, int c,
+                                                   float m, float l, float o0, float o1) {
+  const int head_size = P.kv.head_size;
+  if (splits == 1) {
+    float s0 = 1.0f, s1 = 1.0f;
+    if (is_quantized<C>::value) {
+      s0 = cache_scale(P.v_scale, P.v_quant, kv_head, head_size, c);
+      s1 = cache_scale(P.v_scale, P.v_quant, kv_head, head_size, c + 1);
+    }
+    const float sink = sink_log2<T>(P.head_sink, head);
+    T *out = reinterpret_cast<T *>(P.output) + (token * P.num_heads + head) * head_size;
+    *reinterpret_cast<uint32_t *>(out + c) =
+        pack_t2<T>(finalize_output(m, l, o0, sink, s0), finalize_output(m, l, o1, sink, s1));
+  } else {
+    const int64_t item = token * P.num_split_slots + split;
+    *reinterpret_cast<float2 *>(P.partial_out + (item * P.num_heads + head) * head_size + c) =
+        make_float2(o0, o1);
+    if (c == 0) {
+      P.partial_ml[item * P.num_heads + head] = make_float2(m, l);
+      if (split == 0) P.split_counts[token] = splits;
+    }
+  }
+}
+
+// Row-split compute (more than 16 rows): warp w owns kMTiles m16 tiles of rows and runs every key
+// of a tile against them, 64 keys per pass with one m16 tile, 32 with two (their scores would not
+// fit the registers beside the accumulators otherwise). A warp skips the passes its rows cannot
+// see, and the per-key masks of passes wholly inside every row's range and fully mapped.
+template <typename T, typename C, int DMAX>
+__device__ __forceinline__ void prefill_rows_split(const prefill_params &P,
+                                                   const prefill_kv_loader<C, DMAX> &loader,
+                                                   const prefill_row_block &R, const T *q_smem,
+                                                   int64_t tile_begin, int64_t tile_end,
+                                                   int kv_head, int split, int32_t splits) {
+  constexpr int kMTiles = prefill_m_tiles(DMAX);
   constexpr int kPassKeys = kMTiles == 1 ? 64 : 32;
   constexpr int kPasses = kPrefillTileKeys / kPassKeys;
   constexpr int kPassGroups = kPassKeys / 16;  // 16-key groups of a pass (k-steps of P·V)
+  constexpr int kSteps = DMAX / 16;            // k-steps of Q·K^T
+  constexpr int kOutTiles = DMAX / 8;          // n-tiles of P·V
+  constexpr int kLoads = warp_fragments<T, C>::kLoads;
+  constexpr int q_stride = prefill_q_row_elems(DMAX);
+  constexpr int row_bytes = prefill_kv_loader<C, DMAX>::kRowBytes;
+  constexpr int stage_bytes = prefill_kv_loader<C, DMAX>::kStageBytes;
   static_assert(kSteps % kLoads == 0 && kOutTiles % (2 * kLoads) == 0, "whole fragment loads");
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int group_id = lane / 4, col = (lane % 4) * 2;  // mma fragment coordinates
+  const int warp_row0 = warp * 16 * kMTiles;
+
+  // This warp's rows: their union (the keys it computes) and their intersection (keys that need
+  // no per-key mask; an empty valid row forces the masked path), relative to key_base.
+  int32_t warp_lo = INT32_MAX, warp_hi = INT32_MIN, common_lo = INT32_MIN, common_hi = INT32_MAX;
+  if (lane < 16 * kMTiles) {
+    const int r = warp_row0 + lane;
+    const int32_t lo = R.row_lo[r], hi = R.row_hi[r];
+    if (lo < hi) {
+      warp_lo = lo;
+      warp_hi = hi;
+    }
+    if (r < R.valid_rows) {
+      common_lo = lo;
+      common_hi = hi;
+    }
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    warp_lo = min(warp_lo, __shfl_xor_sync(0xffffffffu, warp_lo, offset));
+    warp_hi = max(warp_hi, __shfl_xor_sync(0xffffffffu, warp_hi, offset));
+    common_lo = max(common_lo, __shfl_xor_sync(0xffffffffu, common_lo, offset));
+    common_hi = min(common_hi, __shfl_xor_sync(0xffffffffu, common_hi, offset));
+  }
+  int32_t my_lo[kMTiles][2], my_hi[kMTiles][2];
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; mt++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int r = warp_row0 + mt * 16 + group_id + 8 * h;
+      my_lo[mt][h] = R.row_lo[r];
+      my_hi[mt][h] = R.row_hi[r];
+    }
+
   float out_acc[kMTiles][kOutTiles][4];
 #pragma unroll
   for (int mt = 0; mt < kMTiles; mt++)
@@ -315,41 +344,17 @@ __device__ __forceinline__ void prefill_unit(const prefill_params &P, unsigned c
       row_max[mt][h] = -INFINITY;
       row_sum[mt][h] = 0.0f;
     }
-  const float softcap = P.softcap;
-
-  int32_t next_entry = tile_begin < tile_end ? run_block_entry(tile_begin) : -1;
-#pragma unroll
-  for (int s = 0; s < kPrefillStages - 1; s++) {
-    const int64_t tile = tile_begin + s;
-    if (tile < tile_end) {
-      const int32_t entry = next_entry;
-      if (tile + 1 < tile_end) next_entry = run_block_entry(tile + 1);
-      issue_tile(tile, entry);
-    }
-    cp_async_commit();
-  }
 
   const T *q_frag_rows = q_smem + (warp_row0 + lane % 16) * q_stride + (lane / 16) * 8;
-  for (int64_t tile = tile_begin; tile < tile_end; tile++) {
-    cp_async_wait<kPrefillStages - 2>();
-    __syncthreads();
-    const int64_t ahead = tile + kPrefillStages - 1;
-    if (ahead < tile_end) {
-      const int32_t entry = next_entry;
-      if (ahead + 1 < tile_end) next_entry = run_block_entry(ahead + 1);
-      issue_tile(ahead, entry);
-    }
-    cp_async_commit();
-
-    const int stage = (int)(tile % kPrefillStages);
-    const unsigned char *k_tile = stages + stage * stage_bytes;
+  loader.run_tiles(tile_begin, tile_end, [&](int64_t tile, int stage) {
+    const unsigned char *k_tile = loader.stages + stage * stage_bytes;
     const unsigned char *v_tile = k_tile + kPrefillTileKeys * row_bytes;
-    const unsigned char *tile_admitted = admitted + stage * kPrefillTileKeys;
+    const unsigned char *tile_admitted = loader.admitted + stage * kPrefillTileKeys;
     const uint32_t mapped_lo = __ballot_sync(0xffffffffu, tile_admitted[lane] != 0);
     const uint32_t mapped_hi = __ballot_sync(0xffffffffu, tile_admitted[32 + lane] != 0);
-#pragma unroll
+#pragma unroll 1
     for (int pass = 0; pass < kPasses; pass++) {
-      const int64_t key0 = tile * kPrefillTileKeys + pass * kPassKeys;
+      const int32_t key0 = (int32_t)(tile * kPrefillTileKeys - R.key_base) + pass * kPassKeys;
       if (warp_hi <= key0 || warp_lo >= key0 + kPassKeys) continue;  // no row of mine sees it
       const uint32_t pass_mapped =
           kPassKeys == 64 ? (mapped_lo & mapped_hi) : (pass == 0 ? mapped_lo : mapped_hi);
@@ -389,33 +394,38 @@ __device__ __forceinline__ void prefill_unit(const prefill_params &P, unsigned c
         }
       }
 
-      // scale, softcap, masks; online softmax per row (log2 units)
+      transform_scores(score, R.qk_scale, P.softcap);
+      if (!unmasked) {
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; mt++)
+#pragma unroll
+          for (int n = 0; n < 2 * kPassGroups; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+              const int k = n * 8 + col + (i & 1);  // key within the pass
+              const int32_t key = key0 + k;
+              const uint32_t mapped = kPassKeys == 64
+                                          ? (k < 32 ? mapped_lo >> k : mapped_hi >> (k - 32))
+                                          : pass_mapped >> k;
+              if (!((mapped & 1u) && key >= my_lo[mt][i / 2] && key < my_hi[mt][i / 2]))
+                score[mt][n][i] = -INFINITY;
+            }
+      }
+
+      // online softmax per row (log2 units)
 #pragma unroll
       for (int mt = 0; mt < kMTiles; mt++) {
-        float tile_max[2] = {-INFINITY, -INFINITY};
+        float pass_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
         for (int n = 0; n < 2 * kPassGroups; n++)
 #pragma unroll
-          for (int i = 0; i < 4; i++) {
-            float s = score_log2(score[mt][n][i], qk_scale, softcap);
-            if (!unmasked) {
-              const int k = n * 8 + col + (i & 1);  // key within the pass
-              const int64_t key = key0 + k;
-              const uint32_t mapped =
-                  kPassKeys == 64 ? (k < 32 ? mapped_lo >> k : mapped_hi >> (k - 32))
-                                  : pass_mapped >> k;
-              const bool ok = (mapped & 1u) && key >= my_lo[mt][i / 2] && key < my_hi[mt][i / 2];
-              s = ok ? s : -INFINITY;
-            }
-            score[mt][n][i] = s;
-            tile_max[i / 2] = fmaxf(tile_max[i / 2], s);
-          }
+          for (int i = 0; i < 4; i++) pass_max[i / 2] = fmaxf(pass_max[i / 2], score[mt][n][i]);
         float rescale[2], base[2];
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-          tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
-          tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
-          const softmax_step step = online_softmax_step(row_max[mt][h], tile_max[h]);
+          pass_max[h] = fmaxf(pass_max[h], __shfl_xor_sync(0xffffffffu, pass_max[h], 1));
+          pass_max[h] = fmaxf(pass_max[h], __shfl_xor_sync(0xffffffffu, pass_max[h], 2));
+          const softmax_step step = online_softmax_step(row_max[mt][h], pass_max[h]);
           base[h] = step.base;
           rescale[h] = step.rescale;
           row_sum[mt][h] *= rescale[h];
@@ -424,7 +434,7 @@ __device__ __forceinline__ void prefill_unit(const prefill_params &P, unsigned c
         for (int n = 0; n < 2 * kPassGroups; n++)
 #pragma unroll
           for (int i = 0; i < 4; i++) {
-            const float p = exp2f(score[mt][n][i] - base[i / 2]);
+            const float p = softmax_exp2(score[mt][n][i] - base[i / 2]);
             score[mt][n][i] = p;
             row_sum[mt][i / 2] += p;
           }
@@ -466,11 +476,10 @@ __device__ __forceinline__ void prefill_unit(const prefill_params &P, unsigned c
         }
       }
     }
-  }
-  cp_async_wait<0>();
+  });
 
-  // Finalize each row (one split) or write its partial state (several splits).
-  const int32_t splits = prefill_sequence_splits(P, span.kv_len);
+  // Each row's pairs of adjacent channels, straight from the accumulators.
+  const int head_size = P.kv.head_size;
 #pragma unroll
   for (int mt = 0; mt < kMTiles; mt++)
 #pragma unroll
@@ -479,53 +488,301 @@ __device__ __forceinline__ void prefill_unit(const prefill_params &P, unsigned c
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
       const int r = warp_row0 + mt * 16 + group_id + 8 * h;
-      if (!row_valid(r)) continue;
-      const int64_t token = row_token(r);
-      const int head = row_head(r);
-      const float m = row_max[mt][h];
-      if (splits == 1) {
-        const float sink = sink_log2<T>(P.head_sink, head);
-        T *out = reinterpret_cast<T *>(P.output) + (token * P.num_heads + head) * head_size;
+      if (r >= R.valid_rows) continue;
+      const int64_t token = R.first_token + r / P.heads_per_block;
+      const int head = R.first_head + r % P.heads_per_block;
 #pragma unroll
-        for (int n = 0; n < kOutTiles; n++)
+      for (int n = 0; n < kOutTiles; n++)
 #pragma unroll
-          for (int e = 0; e < 2; e++) {
-            // the pair (this column, the next channel) as one 4-byte store
-            if (sizeof(C) == 1 && (n & 1)) continue;
-            const int c = prefill_out_channel<C>(n, col + e);
-            if (sizeof(C) == 2 && e == 1) continue;
-            if (c >= head_size) continue;
-            const float o0 = out_acc[mt][n][2 * h + e];
-            const float o1 = sizeof(C) == 2 ? out_acc[mt][n][2 * h + 1] : out_acc[mt][n + 1][2 * h + e];
-            float s0 = 1.0f, s1 = 1.0f;
-            if (is_quantized<C>::value) {
-              s0 = cache_scale(P.v_scale, P.v_quant, kv_head, head_size, c);
-              s1 = cache_scale(P.v_scale, P.v_quant, kv_head, head_size, c + 1);
-            }
-            *reinterpret_cast<uint32_t *>(out + c) =
-                pack_t2<T>(finalize_output(m, l, o0, sink, s0), finalize_output(m, l, o1, sink, s1));
-          }
-      } else {
-        const int64_t item = token * P.num_split_slots + split;
-        float *partial = P.partial_out + (item * P.num_heads + head) * head_size;
-#pragma unroll
-        for (int n = 0; n < kOutTiles; n++)
-#pragma unroll
-          for (int e = 0; e < 2; e++) {
-            if (sizeof(C) == 1 && (n & 1)) continue;
-            const int c = prefill_out_channel<C>(n, col + e);
-            if (sizeof(C) == 2 && e == 1) continue;
-            if (c >= head_size) continue;
-            const float o0 = out_acc[mt][n][2 * h + e];
-            const float o1 = sizeof(C) == 2 ? out_acc[mt][n][2 * h + 1] : out_acc[mt][n + 1][2 * h + e];
-            *reinterpret_cast<float2 *>(partial + c) = make_float2(o0, o1);
-          }
-        if (lane % 4 == 0) {
-          P.partial_ml[item * P.num_heads + head] = make_float2(m, l);
-          if (split == 0) P.split_counts[token] = splits;
+        for (int e = 0; e < 2; e++) {
+          if (sizeof(C) == 2 ? e == 1 : (n & 1)) continue;  // pairs start at even channels
+          const int c = prefill_out_channel<C>(n, col + e);
+          if (c >= head_size) continue;
+          const float o0 = out_acc[mt][n][2 * h + e];
+          const float o1 = sizeof(C) == 2 ? out_acc[mt][n][2 * h + 1] : out_acc[mt][n + 1][2 * h + e];
+          prefill_store_pair<T, C>(P, token, head, kv_head, split, splits, c, row_max[mt][h], l,
+                                   o0, o1);
         }
+    }
+}
+
+// Key-split compute (at most 16 rows: decode tokens of a mixed step, verify steps): the block's
+// rows are one m16 tile, and warp w takes keys [16 w, 16 w + 16) of every tile with its own
+// online softmax, so all four warps work; they are merged through shared memory at the end.
+template <typename T, typename C, int DMAX>
+__device__ __forceinline__ void prefill_keys_split(const prefill_params &P,
+                                                   const prefill_kv_loader<C, DMAX> &loader,
+                                                   const prefill_row_block &R, const T *q_smem,
+                                                   int64_t tile_begin, int64_t tile_end,
+                                                   int kv_head, int split, int32_t splits) {
+  constexpr int kSteps = DMAX / 16;
+  constexpr int kOutTiles = DMAX / 8;
+  constexpr int kLoads = warp_fragments<T, C>::kLoads;
+  constexpr int q_stride = prefill_q_row_elems(DMAX);
+  constexpr int row_bytes = prefill_kv_loader<C, DMAX>::kRowBytes;
+  constexpr int stage_bytes = prefill_kv_loader<C, DMAX>::kStageBytes;
+  constexpr int kKeysPerWarp = kPrefillTileKeys / kPrefillWarps;  // 16
+  static_assert(kPrefillWarps * 16 * DMAX * 4 + kPrefillWarps * 16 * 8 <=
+                    kPrefillStages * stage_bytes,
+                "the warps' partial rows fit in the stage ring");
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int group_id = lane / 4, col = (lane % 4) * 2;
+  int32_t my_lo[2], my_hi[2];
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    my_lo[h] = R.row_lo[group_id + 8 * h];
+    my_hi[h] = R.row_hi[group_id + 8 * h];
+  }
+  float out_acc[kOutTiles][4];
+#pragma unroll
+  for (int n = 0; n < kOutTiles; n++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) out_acc[n][i] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+
+  const T *q_frag_row = q_smem + (lane % 16) * q_stride + (lane / 16) * 8;
+  loader.run_tiles(tile_begin, tile_end, [&](int64_t tile, int stage) {
+    const unsigned char *k_keys =
+        loader.stages + stage * stage_bytes + warp * kKeysPerWarp * row_bytes;
+    const unsigned char *v_keys = k_keys + kPrefillTileKeys * row_bytes;
+    const unsigned char *keys_admitted =
+        loader.admitted + stage * kPrefillTileKeys + warp * kKeysPerWarp;
+    const int32_t key0 = (int32_t)(tile * kPrefillTileKeys - R.key_base) + warp * kKeysPerWarp;
+    float scores[1][2][4] = {{{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}}};
+    float(&score)[2][4] = scores[0];
+    const warp_fragments<T, C> k_frags = {k_keys, row_bytes, lane};
+#pragma unroll
+    for (int ks = 0; ks < kSteps; ks += kLoads) {
+      uint32_t a[kLoads][4], b[kLoads][4];
+#pragma unroll
+      for (int s = 0; s < kLoads; s++) ldmatrix_x4(a[s], q_frag_row + (ks + s) * 16);
+      k_frags.scores_k(b, ks);
+#pragma unroll
+      for (int s = 0; s < kLoads; s++) {
+        mma_op<T>::run(score[0], a[s], b[s][0], b[s][1]);
+        mma_op<T>::run(score[1], a[s], b[s][2], b[s][3]);
       }
     }
+    transform_scores(scores, R.qk_scale, P.softcap);
+    float key_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < 2; n++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        const int k = n * 8 + col + (i & 1);
+        const int32_t key = key0 + k;
+        if (!(keys_admitted[k] && key >= my_lo[i / 2] && key < my_hi[i / 2]))
+          score[n][i] = -INFINITY;
+        key_max[i / 2] = fmaxf(key_max[i / 2], score[n][i]);
+      }
+    float rescale[2], base[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      key_max[h] = fmaxf(key_max[h], __shfl_xor_sync(0xffffffffu, key_max[h], 1));
+      key_max[h] = fmaxf(key_max[h], __shfl_xor_sync(0xffffffffu, key_max[h], 2));
+      const softmax_step step = online_softmax_step(row_max[h], key_max[h]);
+      base[h] = step.base;
+      rescale[h] = step.rescale;
+      row_sum[h] *= rescale[h];
+    }
+#pragma unroll
+    for (int n = 0; n < 2; n++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        score[n][i] = softmax_exp2(score[n][i] - base[i / 2]);
+        row_sum[i / 2] += score[n][i];
+      }
+    if (__any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f)) {
+#pragma unroll
+      for (int n = 0; n < kOutTiles; n++) {
+        out_acc[n][0] *= rescale[0];
+        out_acc[n][1] *= rescale[0];
+        out_acc[n][2] *= rescale[1];
+        out_acc[n][3] *= rescale[1];
+      }
+    }
+    const uint32_t p_frag[4] = {
+        pack_t2<T>(score[0][0], score[0][1]), pack_t2<T>(score[0][2], score[0][3]),
+        pack_t2<T>(score[1][0], score[1][1]), pack_t2<T>(score[1][2], score[1][3])};
+    const warp_fragments<T, C> v_frags = {v_keys, row_bytes, lane};
+#pragma unroll
+    for (int n = 0; n < kOutTiles; n += 2 * kLoads) {
+      uint32_t b[kLoads][4];
+      v_frags.values_v(b, n);
+#pragma unroll
+      for (int s = 0; s < kLoads; s++) {
+        mma_op<T>::run(out_acc[n + 2 * s], p_frag, b[s][0], b[s][1]);
+        mma_op<T>::run(out_acc[n + 2 * s + 1], p_frag, b[s][2], b[s][3]);
+      }
+    }
+  });
+
+  // Merge the 4 warps through the (now free) stage ring, then finalize or write partials with
+  // every thread on consecutive channels.
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
+    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
+  }
+  float *warp_out = reinterpret_cast<float *>(loader.stages);  // [warp][16][DMAX]
+  float2 *warp_ml = reinterpret_cast<float2 *>(warp_out + kPrefillWarps * 16 * DMAX);
+  {
+    float *mine = warp_out + warp * 16 * DMAX;
+    warp_fragments<T, C>::store_out(mine + group_id * DMAX, mine + (group_id + 8) * DMAX, out_acc,
+                                    col);
+    if (lane % 4 == 0) {
+      warp_ml[warp * 16 + group_id] = make_float2(row_max[0], row_sum[0]);
+      warp_ml[warp * 16 + group_id + 8] = make_float2(row_max[1], row_sum[1]);
+    }
+  }
+  __syncthreads();
+  const int head_size = P.kv.head_size;
+  const int pairs = head_size / 2;
+  for (int i = tid; i < R.valid_rows * pairs; i += kPrefillThreads) {
+    const int r = i / pairs, c = (i % pairs) * 2;
+    float m = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kPrefillWarps; w++) {
+      const float2 ml = warp_ml[w * 16 + r];
+      if (partial_has_keys(ml.y)) m = fmaxf(m, ml.x);
+    }
+    float l = 0.0f, o0 = 0.0f, o1 = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kPrefillWarps; w++) {
+      const float2 ml = warp_ml[w * 16 + r];
+      if (partial_has_keys(ml.y)) {
+        const float weight = softmax_rescale(ml.x, m);
+        const float2 o = *reinterpret_cast<const float2 *>(warp_out + (w * 16 + r) * DMAX + c);
+        l += ml.y * weight;
+        o0 += o.x * weight;
+        o1 += o.y * weight;
+      }
+    }
+    const int64_t token = R.first_token + r / P.heads_per_block;
+    const int head = R.first_head + r % P.heads_per_block;
+    prefill_store_pair<T, C>(P, token, head, kv_head, split, splits, c, m, l, o0, o1);
+  }
+}
+
+// One work unit: split `split` of row block `row_block` of sequence b, for KV head kv_head.
+template <typename T, typename C, int DMAX>
+__device__ __forceinline__ void prefill_unit(const prefill_params &P, unsigned char *smem, int32_t b,
+                                             int32_t row_block, int32_t split, int kv_head) {
+  constexpr int kRows = prefill_rows(DMAX);
+  constexpr int q_stride = prefill_q_row_elems(DMAX);
+  const int head_size = P.kv.head_size;
+  const int tid = threadIdx.x, lane = tid % 32;
+  T *q_smem = reinterpret_cast<T *>(smem);
+  int32_t *row_lo = reinterpret_cast<int32_t *>(smem + kRows * q_stride * sizeof(T));
+  int32_t *row_hi = row_lo + kRows;
+  unsigned char *admitted = reinterpret_cast<unsigned char *>(row_hi + kRows);
+  unsigned char *stages = admitted + kPrefillStages * kPrefillTileKeys;
+
+  // The block's rows: row r is query head first_head + r % heads_per_block of the sequence's new
+  // token token_index0 + r / heads_per_block; rows [0, valid_rows) exist. (Bounded by the packed
+  // token count too: malformed lengths must never send a read out of bounds.)
+  const sequence_span span = load_sequence_span(P.cu_seqlens, P.past_seqlens, b);
+  const int token_block = row_block / P.head_blocks;
+  const int head_block = row_block % P.head_blocks;
+  const int64_t token_index0 = (int64_t)token_block * P.tokens_per_block;
+  const int64_t first_token = span.first_token + token_index0;
+  const int64_t tokens = max((int64_t)0, min(min((int64_t)P.tokens_per_block, span.q_len - token_index0),
+                                              P.token_count - first_token));
+  const int heads = min(P.heads_per_block, P.group_size - head_block * P.heads_per_block);
+  const int valid_rows = first_token >= 0 ? (int)tokens * heads : 0;
+  const int first_head = kv_head * P.group_size + head_block * P.heads_per_block;
+
+  // Q rows into shared memory, a per-channel k_scale folded in; other rows and channels beyond
+  // head_size are zero (their scores are finite and discarded).
+  float qk_scale = P.scale;
+  if (is_quantized<C>::value && P.k_quant == PA_QUANT_PER_TENSOR) qk_scale *= __ldg(P.k_scale);
+  const bool fold_k_scale = is_quantized<C>::value && P.k_quant == PA_QUANT_PER_CHANNEL;
+  constexpr int vecs_per_row = DMAX / 8;
+  for (int i = tid; i < kRows * vecs_per_row; i += kPrefillThreads) {
+    const int r = i / vecs_per_row, c = (i % vecs_per_row) * 8;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (r < valid_rows && c < head_size) {
+      const int64_t token = first_token + r / P.heads_per_block;
+      const int head = first_head + r % P.heads_per_block;
+      v = *reinterpret_cast<const uint4 *>(reinterpret_cast<const T *>(P.q) +
+                                           token * P.q_row_stride + (int64_t)head * head_size + c);
+      if (fold_k_scale) {
+        T *e = reinterpret_cast<T *>(&v);
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+          e[k] = from_float<T>(to_float(e[k]) *
+                               __ldg(P.k_scale + (int64_t)kv_head * head_size + c + k));
+      }
+    }
+    warp_fragments<T, C>::store_q(q_smem + r * q_stride, c, v);
+  }
+
+  // Each row's admitted keys, and their union: the keys this unit visits. Rows are handled
+  // relative to key_base, the union's first key (a range past 2^31 keys is cut there: such
+  // lengths break the operator's contract, and nothing is read out of bounds either way).
+  int64_t union_lo = INT64_MAX, union_hi = INT64_MIN;
+  for (int r = lane; r < valid_rows; r += 32) {
+    const key_span keys = admitted_keys(token_position(P.query_positions, span, first_token + r / P.heads_per_block),
+                                        span.kv_len, P.is_causal, P.window);
+    if (keys.lo < keys.hi) {
+      union_lo = min(union_lo, keys.lo);
+      union_hi = max(union_hi, keys.hi);
+    }
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    union_lo = min(union_lo, __shfl_xor_sync(0xffffffffu, union_lo, offset));
+    union_hi = max(union_hi, __shfl_xor_sync(0xffffffffu, union_hi, offset));
+  }
+  if (union_lo < union_hi) union_hi = min(union_hi, union_lo + (int64_t)INT32_MAX / 2);
+  const int64_t key_base = union_lo < union_hi ? union_lo : 0;
+  if (tid < 32) {  // warp 0 writes the rows' ranges relative to key_base (none for other rows)
+    for (int r = lane; r < kRows; r += 32) {
+      int32_t lo = 0, hi = 0;
+      if (r < valid_rows) {
+        const key_span keys = admitted_keys(token_position(P.query_positions, span, first_token + r / P.heads_per_block),
+                                            span.kv_len, P.is_causal, P.window);
+        lo = (int32_t)(max(keys.lo, key_base) - key_base);
+        hi = (int32_t)(max(min(keys.hi, union_hi), key_base) - key_base);
+      }
+      row_lo[r] = lo;
+      row_hi[r] = hi;
+    }
+  }
+  __syncthreads();
+
+  // The unit's tiles: the union cut to this split's absolute tiles.
+  const int32_t splits = prefill_sequence_splits(P, span.kv_len);
+  int64_t tile_begin = 0, tile_end = 0;
+  if (union_lo < union_hi) {
+    tile_begin = union_lo / kPrefillTileKeys;
+    tile_end = (union_hi + kPrefillTileKeys - 1) / kPrefillTileKeys;
+    if (splits > 1) {
+      tile_begin = max(tile_begin, (int64_t)split * P.tiles_per_split);
+      tile_end = min(tile_end, (int64_t)(split + 1) * P.tiles_per_split);
+    }
+  }
+
+  prefill_kv_loader<C, DMAX> loader;
+  loader.k_base = reinterpret_cast<const unsigned char *>(P.k_cache);
+  loader.v_base = reinterpret_cast<const unsigned char *>(P.v_cache);
+  loader.table_row = P.block_table + (int64_t)b * P.kv.max_blocks_per_seq;
+  loader.kv = P.kv;
+  loader.lo = union_lo;
+  loader.hi = union_hi;
+  loader.slot_bytes = (int64_t)P.kv.kv_num_heads * head_size * sizeof(C);
+  loader.stages = stages;
+  loader.admitted = admitted;
+  loader.kv_head = kv_head;
+  loader.chunk = tid % prefill_kv_loader<C, DMAX>::kChunks;
+  loader.run = tid / prefill_kv_loader<C, DMAX>::kChunks;
+  loader.real_chunk = loader.chunk * 16 < head_size * (int)sizeof(C);
+
+  const prefill_row_block R = {first_token, key_base, row_lo, row_hi, first_head, valid_rows, qk_scale};
+  if (valid_rows <= 16)
+    prefill_keys_split<T, C, DMAX>(P, loader, R, q_smem, tile_begin, tile_end, kv_head, split, splits);
+  else
+    prefill_rows_split<T, C, DMAX>(P, loader, R, q_smem, tile_begin, tile_end, kv_head, split, splits);
 }
 
 // A persistent grid: each CTA takes the next (unit, KV head) pair from an atomic counter, the KV

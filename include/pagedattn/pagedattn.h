@@ -7,8 +7,8 @@
  * attention_bias, output_qk, absorbed MLA).
  *
  * Life cycle:
- *   pa_plan_create   host only. Validates the request (doc/semantics.md, design §15), picks a
- *                    backend, fixes launch extents and the workspace size. Cheap: call it per step.
+ *   pa_plan_create   host only. Validates the request (doc/semantics.md), picks a backend,
+ *                    fixes every launch and the workspace layout. Cheap: call it per step.
  *   pa_execute       launches on the caller's stream only; never allocates, synchronizes or reads
  *                    device memory back. Capturable in a CUDA graph.
  *   pa_execute_reference  the same operator on host memory, in plain C (the oracle; a CPU path).
@@ -253,9 +253,12 @@ PA_API pa_backend pa_plan_backend(const pa_plan *plan);
  * Tensors are read and written with 16-byte vector accesses: query, key, value, the norm weights and
  * 16-bit caches must be 16-byte aligned, 8-bit caches 8-byte aligned (cudaMalloc gives 256), the
  * workspace PA_WORKSPACE_ALIGNMENT-aligned.
+ * Every launch is decided by pa_plan_create; this call only fills in pointers and launches.
  * Returns PA_SUCCESS, or INVALID_ARGUMENT (NULL plan or required pointer, cache output not
- * aliasing its input, a host plan), WORKSPACE_TOO_SMALL, MISALIGNED (a pointer above), or
- * PA_ERROR_CUDA when a launch fails. token_count == 0 succeeds and launches nothing.
+ * aliasing its input, a host or REFERENCE plan, a plan for described device_caps),
+ * WORKSPACE_TOO_SMALL, MISALIGNED (a pointer above), PA_ERROR_CUDA or PA_ERROR_CUBLAS when a
+ * launch fails (PA_ERROR_INTERNAL only for a bug in the library). token_count == 0 succeeds and
+ * launches nothing.
  */
 PA_API pa_status pa_execute(const pa_plan *plan, const void *const inputs[PA_NUM_INPUTS],
                             void *const outputs[PA_NUM_OUTPUTS], void *workspace,

@@ -1,5 +1,5 @@
 /* The GPU test harness (see harness.h): seeded inputs, pa_execute against pa_execute_reference on
- * host copies of the same inputs, and the comparisons of testing.md. */
+ * host copies of the same inputs, and the comparisons of doc/development.md ("Oracles and tolerances"). */
 #include "harness.h"
 
 #include <math.h>
@@ -11,6 +11,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "host_numeric.h"
 #include "internal.h"
 #include "test_rng.h"
 
@@ -25,84 +26,29 @@ static int32_t rng_below(rng *r, int32_t n) {
   return n > 0 ? (int32_t)(rng_next(r) % (uint64_t)n) : 0;
 }
 
-/* ---- host element conversions (independent of the library's) --------------------------------- */
-
-static uint16_t float_to_half_bits(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  int32_t biased = (int32_t)((x >> 23) & 0xff);
-  uint32_t mant = x & 0x7fffffu;
-  if (biased == 0xff) return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
-  int32_t exp = biased - 127 + 15;
-  if (exp >= 31) return (uint16_t)(sign | 0x7c00u);
-  if (exp <= 0) { /* subnormal half: value = m * 2^-24 */
-    if (exp < -10) return (uint16_t)sign;
-    mant |= 0x800000u;
-    uint32_t shift = (uint32_t)(14 - exp);
-    uint32_t m = mant >> shift, rem = mant & ((1u << shift) - 1), halfway = 1u << (shift - 1);
-    if (rem > halfway || (rem == halfway && (m & 1))) m++;
-    return (uint16_t)(sign | m);
-  }
-  uint32_t h = sign | ((uint32_t)exp << 10) | (mant >> 13);
-  uint32_t rem = mant & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++; /* a carry into the exponent is right */
-  return (uint16_t)h;
-}
-static float half_bits_to_float(uint16_t h) {
-  int exp = (h >> 10) & 0x1f;
-  uint32_t mant = h & 0x3ffu;
-  float v;
-  if (exp == 0)
-    v = ldexpf((float)mant, -24);
-  else if (exp == 31)
-    v = mant ? NAN : INFINITY;
-  else
-    v = ldexpf((float)(mant | 0x400u), exp - 25);
-  return (h & 0x8000u) ? -v : v;
-}
-static uint16_t float_to_bf16_bits(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  x += 0x7fffu + ((x >> 16) & 1); /* round to nearest even; inputs here are finite */
-  return (uint16_t)(x >> 16);
-}
-static float bf16_bits_to_float(uint16_t b) {
-  uint32_t x = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
-}
-static float e4m3_to_float(uint8_t b) {
-  int exp = (b >> 3) & 0xf, mant = b & 7;
-  float v = (b & 0x7f) == 0x7f ? NAN
-            : exp == 0         ? ldexpf((float)mant, -9)
-                               : ldexpf((float)(8 + mant), exp - 10);
-  return (b & 0x80) ? -v : v;
-}
-
-/* Element access by dtype (the 16-bit types and fp32; 8-bit caches are compared as codes). */
+/* Element access by dtype, through the library's host conversions (lib/host_numeric.h; the
+ * 16-bit types and fp32; 8-bit caches are compared as codes). */
 static float load_elem(pa_dtype t, const void *base, size_t i) {
   switch (t) {
     case PA_DTYPE_FLOAT16:
-      return half_bits_to_float(((const uint16_t *)base)[i]);
+      return pa__half_to_float(((const uint16_t *)base)[i]);
     case PA_DTYPE_BFLOAT16:
-      return bf16_bits_to_float(((const uint16_t *)base)[i]);
+      return pa__bfloat16_to_float(((const uint16_t *)base)[i]);
     case PA_DTYPE_FLOAT32:
       return ((const float *)base)[i];
     case PA_DTYPE_INT8:
       return (float)((const int8_t *)base)[i];
     case PA_DTYPE_FLOAT8_E4M3FN:
-      return e4m3_to_float(((const uint8_t *)base)[i]);
+      return pa__e4m3_to_float(((const uint8_t *)base)[i]);
     default:
       return NAN;
   }
 }
 static void store_elem(pa_dtype t, void *base, size_t i, float v) {
   if (t == PA_DTYPE_FLOAT16)
-    ((uint16_t *)base)[i] = float_to_half_bits(v);
+    ((uint16_t *)base)[i] = pa__float_to_half(v);
   else if (t == PA_DTYPE_BFLOAT16)
-    ((uint16_t *)base)[i] = float_to_bf16_bits(v);
+    ((uint16_t *)base)[i] = pa__float_to_bfloat16(v);
   else
     ((float *)base)[i] = v;
 }
@@ -1066,10 +1012,11 @@ int gpu_case_run_ring(const gpu_case *c, pa_backend backend, unsigned seed, int 
   return result;
 }
 
-/* ---- prologue-only mode ---------------------------------------------------------------------- */
+/* ---- write-path-only mode -------------------------------------------------------------------- */
 
-/* The prologue's Q (doc/semantics.md steps 1-4) on the host: the oracle for the staged copy. */
-static void host_prologue_q(const fixture *f, void *q_out) {
+/* The write path's Q (doc/semantics.md, "The write path", steps 1-4) on the host: the oracle for
+ * the staged copy. */
+static void host_write_q(const fixture *f, void *q_out) {
   const gpu_case *c = &f->c;
   const pa_dtype T = c->dtype;
   const int32_t H = c->num_heads, D = c->head_size;
@@ -1113,7 +1060,7 @@ static void host_prologue_q(const fixture *f, void *q_out) {
 static int compare_staged_q(fixture *f, const void *gpu_q) {
   const int64_t row = (int64_t)f->c.num_heads * f->c.head_size;
   void *expected = malloc((size_t)(f->tokens_in_batch * row) * 2 + 2);
-  host_prologue_q(f, expected);
+  host_write_q(f, expected);
   int bad = 0;
   for (int64_t e = 0; e < f->tokens_in_batch * row; e++) {
     if (within_one_step(f->c.dtype, gpu_q, expected, (size_t)e)) continue;
@@ -1127,7 +1074,7 @@ static int compare_staged_q(fixture *f, const void *gpu_q) {
   return bad == 0;
 }
 
-int gpu_case_run_prologue(const gpu_case *c, unsigned seed) {
+int gpu_case_run_write(const gpu_case *c, unsigned seed) {
   if (!gpu_available()) return GPU_SKIP;
   fixture f;
   const char *name = c->name ? c->name : "(unnamed)";
@@ -1136,31 +1083,33 @@ int gpu_case_run_prologue(const gpu_case *c, unsigned seed) {
   if (result == GPU_PASS) {
     begin_step(&f, 0);
     const pa__problem *p = &f.plan->problem;
-    pa__workspace_layout ws = pa__workspace_layout_for(p, 0);
+    pa__workspace_layout ws = {0};
+    const int q_region = pa__write_workspace(p, &ws);
+    const size_t q_bytes = q_region >= 0 ? ws.regions[q_region].bytes : 0;
     void *outputs[PA_NUM_OUTPUTS] = {f.d_out[PA_OUT_OUTPUT], f.d_out[PA_OUT_KEY_CACHE],
                                      f.d_out[PA_OUT_VALUE_CACHE], f.d_out[PA_OUT_QK]};
     pa__io io = pa__io_from(p, (const void *const *)f.d_in, outputs);
-    if (ws.q_bytes) {
-      if (!cuda_ok(&f, cudaMalloc(&staged, ws.q_bytes), "staged q") ||
-          !cuda_ok(&f, cudaMemsetAsync(staged, 0xff, ws.q_bytes, f.stream), "poison staged q"))
+    if (q_bytes) {
+      if (!cuda_ok(&f, cudaMalloc(&staged, q_bytes), "staged q") ||
+          !cuda_ok(&f, cudaMemsetAsync(staged, 0xff, q_bytes, f.stream), "poison staged q"))
         result = GPU_FAIL;
       io.q_staged = staged;
       io.q_attn = staged;
       io.q_attn_row_stride = pa__q_row_elems(p);
     }
     if (result == GPU_PASS && upload(&f, 0)) {
-      pa_status st = pa__prologue_run(f.plan, &io, (pa__stream)f.stream);
+      pa_status st = pa__write_run(f.plan, &io, (pa__stream)f.stream);
       if (st != PA_SUCCESS) {
         char msg[512];
         pa_last_error_message(msg, sizeof msg);
-        result = fail(&f, 0, "pa__prologue_run: %s: %s", pa_status_string(st), msg);
+        result = fail(&f, 0, "pa__write_run: %s: %s", pa_status_string(st), msg);
       }
     } else {
       result = GPU_FAIL;
     }
     if (result == GPU_PASS && staged) {
-      gpu_q = malloc(ws.q_bytes);
-      if (!cuda_ok(&f, cudaMemcpyAsync(gpu_q, staged, ws.q_bytes, cudaMemcpyDeviceToHost, f.stream),
+      gpu_q = malloc(q_bytes);
+      if (!cuda_ok(&f, cudaMemcpyAsync(gpu_q, staged, q_bytes, cudaMemcpyDeviceToHost, f.stream),
                    "download q"))
         result = GPU_FAIL;
     }
@@ -1235,8 +1184,8 @@ gpu_matrix_result gpu_run_matrix_mode(const gpu_case *base, const gpu_axis *axes
       case GPU_MODE_GRAPH:
         result = gpu_case_run_graph(&c, backend, case_seed, graph_steps);
         break;
-      case GPU_MODE_PROLOGUE:
-        result = gpu_case_run_prologue(&c, case_seed);
+      case GPU_MODE_WRITE:
+        result = gpu_case_run_write(&c, case_seed);
         break;
       case GPU_MODE_RING:
       case GPU_MODE_RING_GRAPH:

@@ -3,7 +3,7 @@
  * pa_execute on the device and pa_execute_reference on host copies of the very same inputs, and
  * compares the output, the whole key/value caches and output_qk.
  *
- * What a case checks (tolerances from shared/design/testing.md):
+ * What a case checks (tolerances: doc/development.md, "Oracles and tolerances"):
  *   output     |gpu - ref| <= tol * (1 + |ref|): fp16 5e-3, bf16 2e-2; 2e-2 with an int8/fp8 cache.
  *              Token rows beyond cu[B] must be zeros.
  *   caches     every slot the case's tokens write (computed by the harness from the inputs,
@@ -182,10 +182,10 @@ int gpu_case_run(const gpu_case *c, pa_backend backend, unsigned seed);
 int gpu_case_run_graph(const gpu_case *c, pa_backend backend, unsigned seed, int steps);
 
 /*
- * Ring-buffer sliding window (design §9.3.2): needs window W > 0. Runs the case twice in lockstep
+ * Ring-buffer sliding window: needs window W > 0. Runs the case twice in lockstep
  * on the same inputs: once with the full cache (every position its own slot), once with each
- * sequence holding only N = ceil((W + max_q_len - 1) / block_size) + 1 physical blocks (the
- * design's ceil(W / block_size) + 1 for decode), recycled through slot_mapping
+ * sequence holding only N = ceil((W + max_q_len - 1) / block_size) + 1 physical blocks
+ * (ceil(W / block_size) + 1 for decode), recycled through slot_mapping
  * (slot = ring[i % N] * block_size + p % block_size, i = p / block_size) with block_table entries
  * below the live range (and beyond kv_len) -1. The ring cache starts with the full cache's live
  * blocks. Every step compares each run with the reference on its own inputs, then the ring run
@@ -204,12 +204,12 @@ int gpu_case_run_ring(const gpu_case *c, pa_backend backend, unsigned seed, int 
 int gpu_case_run_metadata_invariance(const gpu_case *c, pa_backend backend, unsigned seed);
 
 /*
- * Prologue-only mode (test_prologue.c): calls pa__prologue_run directly on a plan forced to the
+ * Write-path-only mode (test_write.c): calls pa__write_run directly on a plan forced to the
  * REFERENCE backend, then compares the caches with pa_execute_reference's and the staged Q
- * (pa__needs_q_staging) with the harness's own host computation of the prologue's Q (within 1 ULP,
- * or 2e-6 near zero, as the T caches).
+ * (pa__needs_q_staging) with the harness's own host computation of the write path's Q (within
+ * 1 ULP, or 2e-6 near zero, as the T caches).
  */
-int gpu_case_run_prologue(const gpu_case *c, unsigned seed);
+int gpu_case_run_write(const gpu_case *c, unsigned seed);
 
 /* ---- matrices ------------------------------------------------------------------------------- */
 
@@ -229,7 +229,7 @@ typedef struct gpu_axis {
 typedef enum gpu_mode {
   GPU_MODE_EAGER = 0,
   GPU_MODE_GRAPH,
-  GPU_MODE_PROLOGUE,
+  GPU_MODE_WRITE,
   GPU_MODE_RING,       /* gpu_case_run_ring, eager, graph_steps steps */
   GPU_MODE_RING_GRAPH, /* gpu_case_run_ring, graph replay, graph_steps steps */
   GPU_MODE_METADATA    /* gpu_case_run_metadata_invariance */

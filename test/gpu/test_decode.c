@@ -1,6 +1,6 @@
-/* The DECODE backend forced over the testing.md matrix, against the reference executor (harness),
- * CUDA-graph replay while the KV lengths grow, shared prefix blocks, the ring-buffer sliding window
- * (== the full-cache run, bitwise, at every step), out-of-range block ids and slots, under-sized
+/* The DECODE backend forced over the test matrix of doc/development.md ("Oracles and
+ * tolerances"), against the reference executor (harness), CUDA-graph replay while the KV lengths
+ * grow, shared prefix blocks, the ring-buffer sliding window (== the full-cache run, bitwise, at every step), out-of-range block ids and slots, under-sized
  * bounds (for compute-sanitizer: nothing compared), and attention_metadata invariance: absent,
  * tight and loose bounds give bitwise equal outputs (the split partition never depends on the
  * bound). PA_GPU_TEST_QUICK=1 runs a reduced matrix (for compute-sanitizer). */
@@ -193,8 +193,8 @@ int main(void) {
     gpu_matrix_add(&all, run(&skew, axes, NUM(axes)));
   }
 
-  /* prologue features in front of DECODE: staged Q (rotary, QK-Norm, packed) and explicit slots */
-  gpu_case front = gpu_case_default("decode_prologue_inputs");
+  /* write-path features in front of DECODE: staged Q (rotary, QK-Norm, packed) and explicit slots */
+  gpu_case front = gpu_case_default("decode_write_path_inputs");
   front.num_heads = 8;
   front.kv_num_heads = 2;
   front.batch_size = 3;

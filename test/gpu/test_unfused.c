@@ -1,6 +1,6 @@
 /* The UNFUSED backend, forced, against pa_execute_reference over the matrix of
- * shared/design/testing.md: every case must be served (UNFUSED is the fallback: "unsupported" is a
- * failure here), outputs, caches and output_qk within the harness's tolerances; eager and
+ * doc/development.md ("Oracles and tolerances"): every case must be served (UNFUSED is the
+ * fallback: "unsupported" is a failure here), outputs, caches and output_qk within the harness's tolerances; eager and
  * CUDA-graph replay. Then the plan-time output_qk limit, the execute-time workspace checks (nothing
  * captured, so nothing launched) and AUTO's choice of UNFUSED for output_qk. PA_GPU_TEST_QUICK=1
  * runs a reduced matrix (for compute-sanitizer). */

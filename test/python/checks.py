@@ -1,4 +1,4 @@
-"""Comparisons with the tolerances of shared design testing.md: fp16 5e-3, bf16 2e-2, quantized
+"""Comparisons with the tolerances of doc/development.md, "Oracles and tolerances": fp16 5e-3, bf16 2e-2, quantized
 caches one quantization step on cached values and 2e-2 on outputs."""
 import numpy as np
 

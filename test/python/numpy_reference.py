@@ -1,5 +1,5 @@
 """An independent numpy model of the operator, written from doc/semantics.md (not from
-lib/reference.c): the prologue in float32 as the page prescribes, attention in float64.
+lib/reference.c): the write path in float32 as the page prescribes, attention in float64.
 
 paged_attention_reference(...) takes the operator's inputs as numpy arrays (T = float16 or
 ml_dtypes.bfloat16; caches of T, int8 or ml_dtypes.float8_e4m3fn) and returns a dict with

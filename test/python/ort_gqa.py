@@ -1,5 +1,5 @@
 """onnxruntime's CPU com.microsoft::GroupQueryAttention as an external oracle, one call per sequence
-(test/python/test_ort_parity.py; the mapping is in shared design testing.md).
+(test/python/test_ort_parity.py; the mapping is in doc/development.md, "Oracles and tolerances").
 
 gqa(...) runs one sequence: query/key/value rows of its new tokens, past K/V in BNSH, and returns
 (output, present_key, present_value, output_qk or None) as float32 numpy arrays.

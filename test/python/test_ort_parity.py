@@ -1,7 +1,7 @@
 """The binding (library reference executor, host arrays) against onnxruntime's CPU
 com.microsoft::GroupQueryAttention, an implementation written by others.
 
-Mapping (shared design testing.md): one GQA call per sequence with new tokens; past K/V gathered
+Mapping (doc/development.md, "Oracles and tolerances"): one GQA call per sequence with new tokens; past K/V gathered
 from the pages into BNSH; seqlens_k = past + new - 1; total_sequence_length = past + new. GQA's CPU
 kernel has no bfloat16 and does not honor q_norm_weight, so cases are float16 and QK-Norm is applied
 to GQA's Q/K beforehand (RMSNorm in float32, rounded to float16). local_window_size, softcap,

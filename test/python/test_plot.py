@@ -44,12 +44,14 @@ ANCHORS_OUT = """torch 2.11.0+cu130, NVIDIA H200; device-to-device copy (torch c
 32/8 d128 256x4k           | flex page 16: n/a (BLOCK_N 16: failed) | flex page 64:   1024.0 us  4.19 TB/s | sdpa: n/a (ragged)
 """
 
-PREFILL_CSV = """# prefill_bench, H200
-label,batch,seq_len,backend,us,tflops
-4x2k causal 32/8 d128,4,2048,PREFILL,310.5,442.1
-4x2k causal 32/8 d128,4,2048,cudnn,264.0,520.0
-1x8k causal 32/8 d128,1,8192,PREFILL,1290.0,426.0
-1x8k causal 32/8 d128,1,8192,fa2,,273.0
+# as pa_bench_prefill --csv writes it (bench/prefill_bench.cu), plus an anchor row added by hand
+PREFILL_CSV = """label,backend,us,tflops,tbps,pct
+"32/8 d128 4x2k causal",PREFILL,310.500,442.100,0.5000,55.96
+"32/8 d128 4x2k causal",AUTO (PREFILL),311.000,441.400,0.5000,55.87
+"32/8 d128 4x2k causal",UNFUSED,,,,
+"32/8 d128 1x8k causal",PREFILL,1290.000,426.000,0.3000,53.92
+# anchor, from bench/anchors.py --prefill
+"32/8 d128 1x8k causal",cudnn,,615.0,,
 """
 
 
@@ -101,7 +103,9 @@ class Plot(unittest.TestCase):
 
     def test_prefill_chart(self):
         rows = plot.read_prefill(self.write("prefill.csv", PREFILL_CSV))
-        self.assertEqual(rows[3], ("1x8k causal 32/8 d128", "fa2", 273.0, None))
+        self.assertEqual(len(rows), 4)  # the untimed UNFUSED row is left out
+        self.assertEqual(rows[1], ("32/8 d128 4x2k causal", "AUTO (PREFILL)", 441.4, 311.0))
+        self.assertEqual(rows[3], ("32/8 d128 1x8k causal", "cudnn", 615.0, None))
         out = os.path.join(self.dir, "prefill.png")
         self.assertEqual(plot.main(["prefill", self.write("prefill.csv", PREFILL_CSV), "--peak",
                                     "790", "-o", out]), 0)

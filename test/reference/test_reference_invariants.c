@@ -1,4 +1,4 @@
-/* Invariants of the reference executor that need no oracle (shared/design/testing.md, Oracles 4):
+/* Invariants of the reference executor that need no oracle (doc/development.md, "Oracles and tolerances", 4):
  * two runs that must agree because the operator's definition says so. */
 #include "test_common.h"
 

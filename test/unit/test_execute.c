@@ -129,13 +129,16 @@ static void V32_cache_outputs_must_alias_their_inputs(void **state) {
 
 /* ---- pa_execute: which plans it accepts, V45 workspace --------------------------------------- */
 
-/* The host plan's problem, relabelled as an UNFUSED plan for device 0 with backend_bytes of scratch
- * (see the top of the file: only for calls that fail a check). */
+/* The host plan's problem, relabelled as an UNFUSED plan for device 0 whose workspace holds the
+ * write path's regions and backend_bytes of scratch (see the top of the file: only for calls that
+ * fail a check). */
 static pa_plan device_plan(const pa_plan *host_plan, size_t backend_bytes) {
   pa_plan plan = *host_plan;
   plan.device = 0;
   plan.backend = PA_BACKEND_UNFUSED;
-  plan.workspace = pa__workspace_layout_for(&plan.problem, backend_bytes);
+  memset(&plan.workspace, 0, sizeof plan.workspace);
+  plan.q_staged_region = pa__write_workspace(&plan.problem, &plan.workspace);
+  pa__workspace_add(&plan.workspace, "scratch", backend_bytes, 1, PA_WORKSPACE_ALIGNMENT);
   return plan;
 }
 

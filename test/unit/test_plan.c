@@ -1,7 +1,7 @@
 /*
  * pa_plan_create beyond the request rules: its own argument checks (V46), devices (V49), and the
- * dispatch of contract §5 for described devices (V43, V44, the backend AUTO picks, workspace
- * sizes). Described devices: an H200 (sm_90, 132 SMs, 232448 B opt-in shared memory) and an A100
+ * dispatch of doc/backends.md ("What AUTO picks, and why") for described devices (V43, V44, the
+ * backend AUTO picks, workspace sizes). Described devices: an H200 (sm_90, 132 SMs, 232448 B opt-in shared memory) and an A100
  * (sm_80, 108 SMs, 166912 B). No GPU is touched.
  */
 #include <stdio.h>
@@ -228,7 +228,7 @@ static void V49_absent_device_ordinal(void **state) {
   CASE_ASSERT_STATUS(pa_device_caps_query(1000, &caps), PA_ERROR_NO_DEVICE, "device");
 }
 
-/* ---- dispatch (contract §5): AUTO on described devices --------------------------------------- */
+/* ---- dispatch (doc/backends.md): AUTO on described devices ---------------------------------- */
 
 /* decode-shaped (token_count <= batch_size), SEPARATE, fp16/bf16 on both devices */
 static void dispatch_decode_shaped_is_decode(void **state) {
@@ -268,8 +268,8 @@ static void dispatch_decode_quantized_cache_is_decode(void **state) {
     }
 }
 
-/* the prologue features do not change the backend */
-static void dispatch_decode_with_prologue_features_is_decode(void **state) {
+/* the write-path features do not change the backend */
+static void dispatch_decode_with_write_path_features_is_decode(void **state) {
   (void)state;
   case_config cfg = case_config_decode();
   cfg.mode = CASE_PACKED;
@@ -358,6 +358,56 @@ static void dispatch_host_plans_are_reference(void **state) {
   }
 }
 
+/* ---- PREFILL (issue 16): these two FAIL until PA_BACKEND_PREFILL is built ------------------ */
+
+/* A 32/8-head, head 128, bf16, block 16 step of `batch` sequences of `tokens_per_seq` new tokens
+ * over `past` cached ones, no attention_metadata. */
+static pa_case prefill_step(int32_t batch, int64_t tokens_per_seq, int32_t past) {
+  case_config cfg = case_config_decode();
+  cfg.dtype = PA_DTYPE_BFLOAT16;
+  cfg.batch_size = batch;
+  cfg.token_count = (int64_t)batch * tokens_per_seq;
+  cfg.blocks_per_seq = (int32_t)((past + tokens_per_seq + cfg.block_size - 1) / cfg.block_size);
+  cfg.num_blocks = (int64_t)batch * cfg.blocks_per_seq;
+  return built(cfg, CASE_H200);
+}
+
+/* Expected to fail until the PREFILL backend lands: AUTO must pick PREFILL for prefill-shaped steps
+ * (token_count > batch_size) it serves on a described H200 (sm_90, 132 SMs): the default prefill
+ * case (8/2 heads, d64, fp16, 5 tokens over 3 sequences), a chunk, a mixed step (one chunk among
+ * decode tokens) and a verify step; decode-shaped steps stay on DECODE. */
+static void prefill_expected_auto_picks_prefill_on_h200(void **state) {
+  (void)state;
+  pa_case c = prefill_case(CASE_H200);
+  expect_backend_only(&c, PA_BACKEND_PREFILL);
+  c = prefill_step(1, 2048, 30720); /* a 2k chunk over 30k cached */
+  expect_backend_only(&c, PA_BACKEND_PREFILL);
+  c = prefill_step(64, 1, 4096); /* 64 decode tokens, plus 2047 more of one sequence: mixed */
+  c.in[PA_IN_QUERY].dims[0] = c.in[PA_IN_KEY].dims[0] = c.in[PA_IN_VALUE].dims[0] =
+      c.out[PA_OUT_OUTPUT].dims[0] = 64 + 2047;
+  expect_backend_only(&c, PA_BACKEND_PREFILL);
+  c = prefill_step(64, 4, 4096); /* speculative verify */
+  expect_backend_only(&c, PA_BACKEND_PREFILL);
+  c = prefill_step(64, 1, 4096); /* decode-shaped */
+  expect_backend_only(&c, PA_BACKEND_DECODE);
+}
+
+/* Expected to fail until the PREFILL backend lands: without attention_metadata, the workspace of a
+ * 256 x 4-token verify step over 4k (32/8 heads, d128, bf16, block 16) on PREFILL is below 1 GiB
+ * (UNFUSED's is 144 GiB: it sizes scores for batch x token_count x KV capacity). */
+static void prefill_expected_verify_256x4_workspace_below_1gib(void **state) {
+  (void)state;
+  pa_case c = prefill_step(256, 4, 4096);
+  c.backend = PA_BACKEND_PREFILL;
+  pa_plan *plan = expect_backend(&c, PA_BACKEND_PREFILL);
+  const size_t bytes = pa_plan_workspace_size(plan);
+  if (bytes >= ((size_t)1 << 30))
+    fprintf(stderr, "PREFILL workspace of the 256 x 4 verify step: %zu bytes (>= 1 GiB)\n", bytes);
+  assert_true(bytes < ((size_t)1 << 30));
+  assert_int_equal(bytes % PA_WORKSPACE_ALIGNMENT, 0);
+  pa_plan_destroy(plan);
+}
+
 /* ---- workspace sizes on described devices ---------------------------------------------------- */
 
 static void expect_workspace(const pa_case *c, size_t at_least) {
@@ -399,6 +449,59 @@ static void workspace_holds_staged_query(void **state) {
   expect_workspace(&c, (size_t)64 * 32 * 128 * 2);
 }
 
+/* The layout's one function: regions at multiples of their alignment, in order, the total the end
+ * rounded up to PA_WORKSPACE_ALIGNMENT; an overflow marks the layout and gives -1. */
+static void workspace_add_sizes_and_carves(void **state) {
+  (void)state;
+  pa__workspace_layout w;
+  memset(&w, 0, sizeof w);
+  assert_int_equal(pa__workspace_add(&w, "a", 10, 4, 256), 0);
+  assert_int_equal(pa__workspace_add(&w, "b", 3, 1, 16), 1);
+  assert_int_equal(pa__workspace_add(&w, "c", 0, 4, 256), 2);
+  assert_int_equal(w.regions[0].offset, 0);
+  assert_int_equal(w.regions[1].offset, 48);
+  assert_int_equal(w.regions[2].offset, 256);
+  assert_int_equal(w.total, 256);
+  assert_int_equal(pa__workspace_add(&w, "d", 1, 1, 256), 3);
+  assert_int_equal(w.total, 512);
+  assert_int_equal(pa__workspace_add(&w, "huge", UINT64_MAX / 2, 4, 256), -1);
+  assert_true(w.overflowed);
+  assert_int_equal(w.total, SIZE_MAX);
+}
+
+/* Every plan's regions: the staged Q first when there is one, each at a multiple of its alignment,
+ * none overlapping the next, the total covering them all. */
+static void expect_regions_well_formed(const pa_case *c) {
+  if (!device_built(c)) return;
+  pa_plan *plan = case_plan_ok(c);
+  const pa__workspace_layout *w = &plan->workspace;
+  assert_true(w->count > 0);
+  assert_false(w->overflowed);
+  if (plan->q_staged_region >= 0) assert_int_equal(plan->q_staged_region, 0);
+  for (int32_t i = 0; i < w->count; i++) {
+    const pa__workspace_region *r = &w->regions[i];
+    assert_non_null(r->name);
+    assert_int_equal(r->offset % r->alignment, 0);
+    assert_true(r->alignment <= PA_WORKSPACE_ALIGNMENT);
+    if (i + 1 < w->count) assert_true(r->offset + r->bytes <= w->regions[i + 1].offset);
+    assert_true(r->offset + r->bytes <= w->total);
+  }
+  assert_int_equal(pa_plan_workspace_size(plan), w->total);
+  pa_plan_destroy(plan);
+}
+
+static void workspace_regions_well_formed(void **state) {
+  (void)state;
+  case_config cfg = case_config_decode();
+  cfg.mode = CASE_PACKED;
+  pa_case c = built(cfg, CASE_H200);
+  expect_regions_well_formed(&c);
+  c = prefill_case(CASE_H200);
+  expect_regions_well_formed(&c);
+  c = built(case_config_latent(), CASE_A100);
+  expect_regions_well_formed(&c);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(V43_forced_decode_rejects_attention_bias),
@@ -417,7 +520,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(dispatch_decode_shaped_is_decode),
       cmocka_unit_test(dispatch_fewer_tokens_than_sequences_is_decode),
       cmocka_unit_test(dispatch_decode_quantized_cache_is_decode),
-      cmocka_unit_test(dispatch_decode_with_prologue_features_is_decode),
+      cmocka_unit_test(dispatch_decode_with_write_path_features_is_decode),
       cmocka_unit_test(dispatch_prefill_shaped_is_prefill),
       cmocka_unit_test(dispatch_attention_bias_is_unfused),
       cmocka_unit_test(dispatch_output_qk_is_unfused),
@@ -427,6 +530,10 @@ int main(int argc, char **argv) {
       cmocka_unit_test(dispatch_host_plans_are_reference),
       cmocka_unit_test(workspace_positive_and_aligned),
       cmocka_unit_test(workspace_holds_staged_query),
+      cmocka_unit_test(prefill_expected_auto_picks_prefill_on_h200),
+      cmocka_unit_test(prefill_expected_verify_256x4_workspace_below_1gib),
+      cmocka_unit_test(workspace_add_sizes_and_carves),
+      cmocka_unit_test(workspace_regions_well_formed),
   };
   return CASE_RUN_TESTS("plan", tests, argc, argv);
 }

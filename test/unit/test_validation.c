@@ -1,5 +1,5 @@
 /*
- * Every request rule of shared/design/validation.md, one or more tests per rule, named after its
+ * Every request rule (doc/semantics.md, doc/api.md), one or more tests per rule, named after its
  * id. Each negative test starts from a request that is checked to be valid, changes one thing, and
  * asserts the status and the words of the message that name the tensor or attribute. Rules checked
  * outside pa__validate live in test_plan.c (V43, V44, V46, V49), test_execute.c (V32, V45, V47) and

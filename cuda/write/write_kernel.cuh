@@ -1,20 +1,21 @@
-// The prologue kernel (doc/semantics.md, "Prologue"): per token, unpack -> QK-Norm -> RoPE ->
-// round to T -> quantize -> slot write, and Q into the workspace. Included by the per-type
-// translation units only, which instantiate launch_prologue<T, C>.
+// The write path's kernels (doc/semantics.md, "The write path"): per token, unpack -> QK-Norm ->
+// RoPE -> round to T -> quantize -> slot write, and Q into the workspace. Included by the per-type
+// translation units only, which instantiate launch_write<T, C>. A kernel header: sees only
+// cuda/common/.
 #pragma once
 
 #include <type_traits>
 
-#include "common/attention_rules.cuh"
-#include "common/bulk_copy.cuh"
-#include "common/chained_launch.cuh"
-#include "common/numeric.cuh"
-#include "prologue.cuh"
+#include "../common/attention_rules.cuh"
+#include "../common/bulk_copy.cuh"
+#include "../common/chained_launch.cuh"
+#include "../common/numeric.cuh"
+#include "write_params.cuh"
 
 namespace pa {
 namespace detail {
 
-enum prologue_row_kind { ROW_Q, ROW_K, ROW_V };
+enum write_row_kind { ROW_Q, ROW_K, ROW_V };
 
 template <typename T>
 __device__ __forceinline__ void unpack8(const uint4 &raw, float (&x)[8]) {
@@ -68,14 +69,14 @@ __device__ __forceinline__ void store8_cache(C *dst, const float (&x)[8], const 
 }
 
 // Where a lane group's row sits in shared memory while RoPE reads partners. A lane stores its
-// element k * 8 + i (chunk lane + k * L, channel i) at [(k * 8 + i) * kPrologueThreads + thread],
+// element k * 8 + i (chunk lane + k * L, channel i) at [(k * 8 + i) * kWriteThreads + thread],
 // so the 32 lanes of a warp touch 32 consecutive banks (a row-major layout put every lane group of
 // a warp on the same 4 banks: 8-way conflicts on every access).
 struct rotary_scratch {
   float *base;
   int group_first_thread, lanes_log2;
   __device__ __forceinline__ float &slot(int element, int thread) const {
-    return base[element * kPrologueThreads + thread];
+    return base[element * kWriteThreads + thread];
   }
   // channel c of the group's row
   __device__ __forceinline__ float &at(int channel) const {
@@ -95,7 +96,7 @@ __device__ __forceinline__ float rope(bool own_is_x1, float own, float partner, 
 }
 
 // cos (or sin) of pairs [pair0, pair0 + N) of a table row in fp32, with one 16-byte (N = 8) or
-// 8-byte (N = 4) load: the host checked the alignment (prologue_params::rotary_in_lane).
+// 8-byte (N = 4) load: the host checked the alignment (write_params::rotary_in_lane).
 template <typename T, int N>
 __device__ __forceinline__ void load_pairs(const T *table_row, int pair0, float (&v)[N]) {
   using vec = std::conditional_t<N * sizeof(T) == sizeof(uint4), uint4, uint2>;
@@ -130,7 +131,7 @@ __device__ __forceinline__ void rotate_half_split(const float (&cos_v)[8], const
 
 // The 8 channels of `chunk` after RoPE, from the row in shared memory (fp32, after QK-Norm).
 template <typename T>
-__device__ __forceinline__ void rotate_chunk(const prologue_params &prm, const rotary_scratch &row,
+__device__ __forceinline__ void rotate_chunk(const write_params &prm, const rotary_scratch &row,
                                              int chunk, const T *cos_row, const T *sin_row,
                                              float (&x)[8]) {
   const int c0 = chunk * 8, r0 = c0 - prm.rotary_offset, R = prm.rotary_dim, half = R >> 1;
@@ -168,33 +169,32 @@ __device__ __forceinline__ void rotate_chunk(const prologue_params &prm, const r
 
 // The lookup's first guess at token t's sequence (its own index: right in a decode step), whose
 // past length the kernels load early, ahead of the lookup's chain of dependent loads.
-__device__ __forceinline__ int32_t likely_sequence(const prologue_params &prm, int64_t t) {
+__device__ __forceinline__ int32_t likely_sequence(const write_params &prm, int64_t t) {
   return (int32_t)(t < prm.batch_size - 1 ? t : prm.batch_size - 1);
 }
-__device__ __forceinline__ int32_t likely_past_length(const prologue_params &prm, bool active,
+__device__ __forceinline__ int32_t likely_past_length(const write_params &prm, bool active,
                                                       int32_t likely_b) {
   return active && !prm.query_positions ? __ldg(prm.past_seqlens + likely_b) : 0;
 }
 
-// Where token t's row (kind, head) goes (doc/semantics.md, "Prologue"): its position (RoPE and
-// the block lookup) and the element offset of its destination row in q_staged or its cache, -1 when
-// it is not written (a token of no sequence; a K/V row whose slot_mapping entry is -1 or out of
-// range, or whose block is unmapped).
+// Where token t's row (kind, head) goes (doc/semantics.md, "The write path"): its position (RoPE
+// and the block lookup; attention_rules.cuh, with the past length loaded early) and the element
+// offset of its destination row in q_staged or its cache, -1 when it is not written (a token of no
+// sequence; a K/V row whose slot_mapping entry is -1 or out of range, or whose block is unmapped).
 struct row_destination {
   int64_t position, row;
 };
-__device__ __forceinline__ row_destination find_row_destination(const prologue_params &prm,
-                                                                int64_t t, prologue_row_kind kind,
+__device__ __forceinline__ row_destination find_row_destination(const write_params &prm,
+                                                                int64_t t, write_row_kind kind,
                                                                 int head, int32_t likely_b,
                                                                 int32_t likely_past) {
   row_destination dst = {0, -1};
   const int b = token_sequence(prm.cu_seqlens, prm.batch_size, t);
   if (b >= 0) {
     const int64_t first_token = __ldg(prm.cu_seqlens + b);
-    dst.position = prm.query_positions
-                       ? (int64_t)__ldg(prm.query_positions + t)
-                       : (int64_t)(b == likely_b ? likely_past : __ldg(prm.past_seqlens + b)) +
-                             (t - first_token);
+    dst.position = token_position(prm.query_positions, first_token, t, [&] {
+      return b == likely_b ? likely_past : __ldg(prm.past_seqlens + b);
+    });
     const int D = prm.head_size;
     if (kind == ROW_Q) {
       dst.row = (t * prm.num_heads + head) * D;
@@ -215,7 +215,7 @@ __device__ __forceinline__ row_destination find_row_destination(const prologue_p
 // registers (kRotaryInLane) holds a half-split pair's two chunks, their QK-Norm weights and cos /
 // sin at once: one CTA less (<= 64 and <= 80 registers), since at 48 and 64 it spilled.
 template <typename C, bool kRotaryInLane>
-constexpr int prologue_min_ctas_per_sm() {
+constexpr int write_min_ctas_per_sm() {
   return (is_quantized<C>::value ? 4 : 5) - (kRotaryInLane ? 1 : 0);
 }
 
@@ -224,8 +224,8 @@ constexpr int prologue_min_ctas_per_sm() {
 // just does not load or store. kRotaryInLane: prm.rotary_in_lane (RoPE in registers), a separate
 // instantiation so that the shared-memory path keeps its registers.
 template <typename T, typename C, bool kRotaryInLane>
-__global__ void __launch_bounds__(kPrologueThreads, prologue_min_ctas_per_sm<C, kRotaryInLane>())
-    prologue_kernel(const prologue_params prm) {
+__global__ void __launch_bounds__(kWriteThreads, write_min_ctas_per_sm<C, kRotaryInLane>())
+    write_kernel(const write_params prm) {
   extern __shared__ float rotary_rows[];  // the rows being rotated, in fp32 (rotary_scratch)
   const int L = prm.lanes_per_row;
   const int group = threadIdx.x >> prm.lanes_log2;
@@ -245,7 +245,7 @@ __global__ void __launch_bounds__(kPrologueThreads, prologue_min_ctas_per_sm<C, 
                       : row <= INT32_MAX ? (int64_t)((uint32_t)row / (uint32_t)prm.rows_per_token)
                                          : row / prm.rows_per_token;
     const int row_in_token = active ? (int)(row - t * prm.rows_per_token) : 0;
-    prologue_row_kind kind = ROW_Q;
+    write_row_kind kind = ROW_Q;
     int head = row_in_token;
     if (row_in_token >= prm.q_rows + prm.kv_num_heads) {
       kind = ROW_V;
@@ -267,9 +267,9 @@ __global__ void __launch_bounds__(kPrologueThreads, prologue_min_ctas_per_sm<C, 
       src = static_cast<const T *>(kind == ROW_K ? prm.key : prm.value) + t * prm.kv_row_elems +
             (int64_t)head * D;
     }
-    uint4 raw[kPrologueMaxChunksPerLane];
+    uint4 raw[kWriteMaxChunksPerLane];
 #pragma unroll
-    for (int k = 0; k < kPrologueMaxChunksPerLane; k++) {
+    for (int k = 0; k < kWriteMaxChunksPerLane; k++) {
       const int chunk = lane_in_row + k * L;
       raw[k] = make_uint4(0, 0, 0, 0);
       if (active && k < prm.chunks_per_lane && chunk < chunks)
@@ -304,7 +304,7 @@ __global__ void __launch_bounds__(kPrologueThreads, prologue_min_ctas_per_sm<C, 
     if (prm.has_qk_norm) {
       float sum_sq = 0.0f;
 #pragma unroll
-      for (int k = 0; k < kPrologueMaxChunksPerLane; k++) {
+      for (int k = 0; k < kWriteMaxChunksPerLane; k++) {
         float x[8];
         unpack8<T>(raw[k], x);
 #pragma unroll
@@ -348,7 +348,7 @@ __global__ void __launch_bounds__(kPrologueThreads, prologue_min_ctas_per_sm<C, 
     const T *cos_row = static_cast<const T *>(prm.cos_cache) + position * half;
     const T *sin_row = static_cast<const T *>(prm.sin_cache) + position * half;
 #pragma unroll
-    for (int k = 0; k < kPrologueMaxChunksPerLane; k++) {
+    for (int k = 0; k < kWriteMaxChunksPerLane; k++) {
       const int chunk = lane_in_row + k * L;
       if (k >= prm.chunks_per_lane || chunk >= chunks) continue;
       float x[8];
@@ -368,7 +368,7 @@ __global__ void __launch_bounds__(kPrologueThreads, prologue_min_ctas_per_sm<C, 
           const int pair_step = (half >> 3) >> prm.lanes_log2;
           uint4 partner_raw = raw[k];
 #pragma unroll
-          for (int j = k + 1; j < kPrologueMaxChunksPerLane; j++)
+          for (int j = k + 1; j < kWriteMaxChunksPerLane; j++)
             if (j - k == pair_step) partner_raw = raw[j];
           float cos_v[8], sin_v[8], x2[8];
           load_pairs<T>(cos_row, r0, cos_v);
@@ -396,7 +396,7 @@ __global__ void __launch_bounds__(kPrologueThreads, prologue_min_ctas_per_sm<C, 
     if (!kRotaryInLane && prm.do_rotary) {
       __syncwarp();
 #pragma unroll 1
-      for (int k = 0; k < kPrologueMaxChunksPerLane; k++) {
+      for (int k = 0; k < kWriteMaxChunksPerLane; k++) {
         const int chunk = lane_in_row + k * L;
         if (!rotate || k >= prm.chunks_per_lane || chunk >= chunks) continue;
         float x[8];
@@ -408,14 +408,14 @@ __global__ void __launch_bounds__(kPrologueThreads, prologue_min_ctas_per_sm<C, 
   }
 }
 
-// Threads of a prologue_copy_kernel CTA: one warp for a T cache (its lanes only issue copies);
+// Threads of a write_copy_kernel CTA: one warp for a T cache (its lanes only issue copies);
 // for an 8-bit cache kBulkCopyQuantizeWarps, which share the quantization of each token.
 template <typename C>
 constexpr int bulk_copy_threads() {
   return 32 * (is_quantized<C>::value ? kBulkCopyQuantizeWarps : 1);
 }
 
-// The write path when no row is transformed (prologue_params::bulk_copy_tokens > 0: no QK-Norm,
+// The write path when no row is transformed (write_params::bulk_copy_tokens > 0: no QK-Norm,
 // no RoPE, no staged Q; sm_90 and newer). A token's K heads, and its V heads, are one contiguous
 // run in the input and another at its slot in the cache, so the bulk-copy engine loads each run
 // into shared memory while the token's thread looks up the slot, and stores it from there: no row
@@ -426,8 +426,8 @@ constexpr int bulk_copy_threads() {
 // (min blocks 1: no occupancy target; with none given, ptxas held the 64-thread variant to 32
 // registers and spilled)
 template <typename T, typename C>
-__global__ void __launch_bounds__(bulk_copy_threads<C>(), 1) prologue_copy_kernel(
-    const prologue_params prm) {
+__global__ void __launch_bounds__(bulk_copy_threads<C>(), 1) write_copy_kernel(
+    const write_params prm) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr bool kQuantized = is_quantized<C>::value;
   // per token: its K and V runs as loaded; then, for an 8-bit cache, every token's runs quantized
@@ -509,19 +509,19 @@ __global__ void __launch_bounds__(bulk_copy_threads<C>(), 1) prologue_copy_kerne
 }
 
 template <typename T, typename C>
-cudaError_t launch_prologue(const prologue_params &params, unsigned grid, size_t shared_bytes,
+cudaError_t launch_write(const write_params &params, unsigned grid, size_t shared_bytes,
                             cudaStream_t stream, bool chained) {
   if (params.bulk_copy_tokens > 0)
-    return launch_chained(prologue_copy_kernel<T, C>, dim3(grid), bulk_copy_threads<C>(),
+    return launch_chained(write_copy_kernel<T, C>, dim3(grid), bulk_copy_threads<C>(),
                           shared_bytes, stream, chained, params);
-  return launch_chained(params.rotary_in_lane ? prologue_kernel<T, C, true>
-                                              : prologue_kernel<T, C, false>,
-                        dim3(grid), kPrologueThreads, shared_bytes, stream, chained, params);
+  return launch_chained(params.rotary_in_lane ? write_kernel<T, C, true>
+                                              : write_kernel<T, C, false>,
+                        dim3(grid), kWriteThreads, shared_bytes, stream, chained, params);
 }
 
-// The explicit instantiation of launch_prologue<T, C> (one translation unit per T).
-#define PA_PROLOGUE_INSTANTIATE(T, C)                                                        \
-  template cudaError_t launch_prologue<T, C>(const prologue_params &, unsigned, size_t,      \
+// The explicit instantiation of launch_write<T, C> (one translation unit per T).
+#define PA_WRITE_INSTANTIATE(T, C)                                                        \
+  template cudaError_t launch_write<T, C>(const write_params &, unsigned, size_t,      \
                                              cudaStream_t, bool)
 
 }  // namespace detail

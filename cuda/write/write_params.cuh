@@ -1,27 +1,28 @@
-// The shared prologue (the write path): its launch parameters and the launchers the per-type
-// translation units instantiate (prologue_f16.cu, prologue_bf16.cu). The kernel itself is in
-// prologue_kernel.cuh; the host entry point pa__prologue_run in prologue.cu.
+// The write path shared by every backend: its kernel parameters and the launcher the per-type
+// translation units instantiate (write_f16.cu, write_bf16.cu). The kernels are in
+// write_kernel.cuh; the launcher (pa__write_plan / pa__write_run) in write.cu. A kernel header:
+// sees only cuda/common/.
 #pragma once
 
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
-#include "common/paged_kv.cuh"
+#include "../common/paged_kv.cuh"
 
 namespace pa {
 namespace detail {
 
-constexpr int kPrologueThreads = 256;
+constexpr int kWriteThreads = 256;
 // A lane covers at most this many 16-byte chunks of a head row: the host picks the fewest lanes
 // per row that keep within it (4 chunks each for head sizes 64, 128 and 256; 3 for 576 over 32
 // lanes), so every lane has several loads in flight.
-constexpr int kPrologueMaxChunksPerLane = 4;
+constexpr int kWriteMaxChunksPerLane = 4;
 
 // One launch over every (token, head row) of the step. A row is one Q head (when Q is staged), one
 // K head or one V head of a token; `lanes_per_row` lanes handle it, each lane
 // `chunks_per_lane` chunks of 8 channels (chunk = lane + k * lanes_per_row, so a group's loads are
 // contiguous).
-struct prologue_params {
+struct write_params {
   const void *query, *key, *value;  // T; key/value unused in PACKED, value unused in LATENT
   void *key_cache, *value_cache;    // C
   void *q_staged;                   // T, (token_count, num_heads * head_size); NULL: no Q rows
@@ -49,27 +50,27 @@ struct prologue_params {
   int32_t rotary_in_lane;
   pa_quant_type k_quant, v_quant;
   int32_t lanes_per_row, lanes_log2;  // a power of two <= 32
-  int32_t chunks_per_lane;            // <= kPrologueMaxChunksPerLane
-  // > 0: no row is transformed, and prologue_copy_kernel (prologue_kernel.cuh) moves them with this
+  int32_t chunks_per_lane;            // <= kWriteMaxChunksPerLane
+  // > 0: no row is transformed, and write_copy_kernel (write_kernel.cuh) moves them with this
   // many tokens per CTA (bulk_copy_threads), each token's K and V runs staged in shared memory
   int32_t bulk_copy_tokens;
 };
 
-// The shared memory prologue_copy_kernel stages per CTA: tokens per CTA = this / a token's staging
+// The shared memory write_copy_kernel stages per CTA: tokens per CTA = this / a token's staging
 // (its K + V bytes, plus their 8-bit codes for a quantized cache; at least 1, at most 32). Small
 // CTAs keep many loads in flight per SM and a fine-grained tail: at 32/8 heads d128, 4 KB (one
 // token a CTA) measured faster than 8, 16 and 32 KB (doc/performance.md). Tokens whose staging
 // exceeds kBulkCopyMaxTokenBytes take the register kernel.
 constexpr int64_t kBulkCopyStagingBytes = 4 * 1024;
 constexpr int64_t kBulkCopyMaxTokenBytes = 32 * 1024;  // within the 48 KB a CTA has unasked
-// Warps of a prologue_copy_kernel CTA for an 8-bit cache: they quantize each token's runs together
+// Warps of a write_copy_kernel CTA for an 8-bit cache: they quantize each token's runs together
 // (a T cache's CTA is one warp).
 constexpr int kBulkCopyQuantizeWarps = 2;
 
-// Launches the prologue for activation type T and cache element type C (T, int8_t, fp8_e4m3);
+// Launches the write path for activation type T and cache element type C (T, int8_t, fp8_e4m3);
 // chained: programmatic dependent launch (chained_launch.cuh; compute capability 9.0 and newer).
 template <typename T, typename C>
-cudaError_t launch_prologue(const prologue_params &params, unsigned grid, size_t shared_bytes,
+cudaError_t launch_write(const write_params &params, unsigned grid, size_t shared_bytes,
                             cudaStream_t stream, bool chained);
 
 }  // namespace detail

@@ -1,5 +1,6 @@
-// The DECODE backend (contract §5): split-KV flash decoding, kernels in decode_kernel.cuh.
-// Plan time fixes the kernel variant, the split size and the grid; run only launches.
+// The DECODE backend's launcher (doc/backends.md): split-KV flash decoding, kernels in
+// decode_kernel.cuh. Plan time fixes the kernel variant, the split size, the grid, the workspace
+// regions and the kernel parameters; run only fills in the call's pointers and launches.
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,10 +8,11 @@
 
 #include <algorithm>
 
-#include "common/split_merge.cuh"
+#include "../common/split_merge.cuh"
+#include "../launch_common.cuh"
 #include "decode_kernel.cuh"
+#include "decode_schedule_kernel.cuh"
 #include "internal.h"
-#include "launch_common.cuh"
 
 namespace pa {
 namespace detail {
@@ -33,66 +35,18 @@ struct decode_state {
   decode_variant variant;
   dim3 grid;
   int smem_bytes;
-  int tiles_per_split, num_split_slots, head_chunks;
   bool work_list;  // schedule the non-empty splits on device (several tokens and split slots)
   bool chained;    // programmatic dependent launch (compute capability 9.0 and newer)
-  // in the backend workspace, after the partial outputs
-  size_t partial_ml_offset, item_begin_offset, work_items_offset, work_counter_offset;
+  // the kernels' parameters less the call's pointers
+  decode_params params;
+  split_merge_params merge;
+  void (*merge_kernel)(const split_merge_params);
+  dim3 merge_grid;
+  // workspace regions (pa__workspace_add indices; -1 when unused)
+  int partial_out_region, partial_ml_region, item_begin_region, work_items_region,
+      work_counter_region;
 };
 
-constexpr int kScheduleThreads = 1024;
-
-// Lists the non-empty splits of every token (token-major, split order) and each token's first item,
-// from the device-side lengths: one CTA, a block-wide prefix sum over chunks of tokens.
-__global__ void __launch_bounds__(kScheduleThreads) decode_schedule_kernel(const decode_params P) {
-  wait_for_previous_kernel();
-  __shared__ int32_t warp_totals[kScheduleThreads / 32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  int32_t carry = 0;
-  for (int64_t chunk = 0; chunk < P.token_count; chunk += kScheduleThreads) {
-    const int64_t token = chunk + threadIdx.x;
-    int32_t splits = 0;
-    if (token < P.token_count) {
-      const int64_t tiles = token_key_tiles(P, token).tiles;
-      // an under-sized max_kv_len bound drops the tail splits: wrong, but inside the workspace
-      splits = (int32_t)min((tiles + P.tiles_per_split - 1) / P.tiles_per_split,
-                            (int64_t)P.num_split_slots);
-    }
-    int32_t inclusive = splits;
-#pragma unroll
-    for (int offset = 1; offset < 32; offset *= 2) {
-      int32_t other = __shfl_up_sync(0xffffffffu, inclusive, offset);
-      if (lane >= offset) inclusive += other;
-    }
-    if (lane == 31) warp_totals[warp] = inclusive;
-    __syncthreads();
-    if (warp == 0) {
-      int32_t total = warp_totals[lane];
-#pragma unroll
-      for (int offset = 1; offset < 32; offset *= 2) {
-        int32_t other = __shfl_up_sync(0xffffffffu, total, offset);
-        if (lane >= offset) total += other;
-      }
-      warp_totals[lane] = total;
-    }
-    __syncthreads();
-    const int32_t first = carry + inclusive - splits + (warp > 0 ? warp_totals[warp - 1] : 0);
-    if (token < P.token_count) {
-      P.item_begin[token] = first;
-      for (int32_t s = 0; s < splits; s++) P.work_items[first + s] = make_int2((int)token, s);
-    }
-    carry += warp_totals[kScheduleThreads / 32 - 1];
-    __syncthreads();  // warp_totals is rewritten by the next chunk
-  }
-  if (threadIdx.x == 0) {
-    P.item_begin[P.token_count] = carry;
-    *P.work_counter = 0;
-  }
-}
-
-size_t align_up(size_t x) {
-  return (x + PA_WORKSPACE_ALIGNMENT - 1) / PA_WORKSPACE_ALIGNMENT * PA_WORKSPACE_ALIGNMENT;
-}
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 template <typename T, typename C, int DMAX>
@@ -211,22 +165,57 @@ int tiles_per_split_for(const pa__problem *p, const pa_device_caps *caps, int sm
   return (int)std::max<int64_t>(1, tiles);
 }
 
-pa_status decode_plan(pa_plan *plan, int setup_device, size_t *backend_bytes) {
+// The kernels' parameters that depend only on the plan (the call's pointers stay NULL).
+void fill_params(const pa__problem *p, decode_state *s, int tiles_per_split, int num_split_slots,
+                 int head_chunks) {
+  decode_params &P = s->params;
+  P.kv = paged_kv_layout_of(*p);
+  P.k_quant = p->k_quant;
+  P.v_quant = p->v_quant;
+  P.token_count = p->token_count;
+  P.batch_size = p->batch_size;
+  P.num_heads = p->num_heads;
+  P.group_size = p->group_size;
+  P.head_chunks = head_chunks;
+  P.cta_heads = p->kv_num_heads * head_chunks;
+  P.scale = p->scale;
+  P.softcap = p->softcap;
+  P.window = p->window;
+  P.is_causal = p->is_causal;
+  P.tiles_per_split = tiles_per_split;
+  P.num_split_slots = num_split_slots;
+
+  split_merge_params &M = s->merge;
+  M.num_split_slots = num_split_slots;
+  M.num_heads = p->num_heads;
+  M.group_size = p->group_size;
+  M.head_size = p->head_size;
+  M.v_quant = p->v_quant;
+  M.is_quantized_cache = pa_dtype_size(p->k_cache_dtype) == 1;
+  s->merge_kernel = p->dtype == PA_DTYPE_BFLOAT16 ? split_merge_kernel<__nv_bfloat16>
+                                                  : split_merge_kernel<__half>;
+  s->merge_grid = dim3((unsigned)p->token_count, (unsigned)p->num_heads);
+}
+
+pa_status decode_plan(pa_plan *plan, int setup_device) {
   const pa__problem *p = &plan->problem;
   decode_state *s = (decode_state *)calloc(1, sizeof *s);
   if (!s) return pa__fail(PA_ERROR_OUT_OF_MEMORY, "plan: host allocation failed");
   plan->backend_state = s;
+  s->partial_out_region = s->partial_ml_region = s->item_begin_region = s->work_items_region =
+      s->work_counter_region = -1;
   if (!variant_for(p, &s->variant))
     return pa__fail(PA_ERROR_INTERNAL, "DECODE: no kernel for this problem after check passed");
   s->smem_bytes = smem_bytes_of(p);
-  s->head_chunks = (int)ceil_div(p->group_size, kDecodeHeadsPerCta);
-  s->tiles_per_split = tiles_per_split_for(p, &plan->caps, s->smem_bytes, s->head_chunks);
+  const int head_chunks = (int)ceil_div(p->group_size, kDecodeHeadsPerCta);
+  const int tiles_per_split = tiles_per_split_for(p, &plan->caps, s->smem_bytes, head_chunks);
   const int64_t bound_tiles = ceil_div(p->max_kv_len, kDecodeTileKeys);
-  s->num_split_slots = (int)std::max<int64_t>(1, ceil_div(bound_tiles, s->tiles_per_split));
-  const int64_t cta_heads = (int64_t)p->kv_num_heads * s->head_chunks;
-  const int64_t items = p->token_count * s->num_split_slots;  // the most work items a step can have
-  s->work_list = s->num_split_slots > 1 && p->token_count > 1;
+  const int num_split_slots = (int)std::max<int64_t>(1, ceil_div(bound_tiles, tiles_per_split));
+  const int64_t cta_heads = (int64_t)p->kv_num_heads * head_chunks;
+  const int64_t items = p->token_count * num_split_slots;  // the most work items a step can have
+  s->work_list = num_split_slots > 1 && p->token_count > 1;
   s->chained = plan->caps.compute_capability_major >= 9;
+  fill_params(p, s, tiles_per_split, num_split_slots, head_chunks);
   if (setup_device) {
     cudaError_t err = s->variant.set_smem(s->smem_bytes);
     if (err != cudaSuccess)
@@ -242,100 +231,80 @@ pa_status decode_plan(pa_plan *plan, int setup_device, size_t *backend_bytes) {
     const int64_t resident = (int64_t)std::max(1, plan->caps.multiprocessor_count) * per_sm;
     s->grid = dim3((unsigned)std::min(resident, items * cta_heads));
   } else {
-    s->grid = dim3((unsigned)(p->token_count * cta_heads), (unsigned)s->num_split_slots);
+    s->grid = dim3((unsigned)(p->token_count * cta_heads), (unsigned)num_split_slots);
   }
-  *backend_bytes = 0;
-  if (s->num_split_slots > 1) {
-    const size_t item_heads = (size_t)items * p->num_heads;
-    s->partial_ml_offset = align_up(item_heads * p->head_size * sizeof(float));
-    s->item_begin_offset = align_up(s->partial_ml_offset + item_heads * sizeof(float2));
-    s->work_items_offset =
-        align_up(s->item_begin_offset + ((size_t)p->token_count + 1) * sizeof(int32_t));
-    s->work_counter_offset = align_up(s->work_items_offset + (size_t)items * sizeof(int2));
-    *backend_bytes =
-        s->work_list ? s->work_counter_offset + sizeof(unsigned int) : s->item_begin_offset;
+  if (num_split_slots > 1) {
+    pa__workspace_layout *w = &plan->workspace;
+    const uint64_t item_heads = (uint64_t)items * p->num_heads;
+    s->partial_out_region = pa__workspace_add(w, "DECODE partial outputs [item][head][head_size]",
+                                              item_heads * p->head_size, sizeof(float),
+                                              PA_WORKSPACE_ALIGNMENT);
+    s->partial_ml_region = pa__workspace_add(w, "DECODE partial (max, sum) [item][head]",
+                                             item_heads, sizeof(float2), PA_WORKSPACE_ALIGNMENT);
+    if (s->work_list) {
+      s->item_begin_region = pa__workspace_add(w, "DECODE work list: first item per token",
+                                               (uint64_t)p->token_count + 1, sizeof(int32_t),
+                                               PA_WORKSPACE_ALIGNMENT);
+      s->work_items_region = pa__workspace_add(w, "DECODE work list: (token, split) items",
+                                               (uint64_t)items, sizeof(int2),
+                                               PA_WORKSPACE_ALIGNMENT);
+      s->work_counter_region = pa__workspace_add(w, "DECODE work list: counter", 1,
+                                                 sizeof(unsigned int), PA_WORKSPACE_ALIGNMENT);
+    }
   }
   const char *env = getenv("PA_DEBUG");
   if (env && strcmp(env, "1") == 0)
     fprintf(stderr,
             "[pagedattn] DECODE: grid %u x %u, %d threads, %d B shared, %d tiles of %d keys per "
             "split, %d split slots%s\n",
-            s->grid.x, s->grid.y, kDecodeThreads, s->smem_bytes, s->tiles_per_split,
-            kDecodeTileKeys, s->num_split_slots,
-            s->work_list             ? ", device work list + merge"
-            : s->num_split_slots > 1 ? " + merge"
-                                     : "");
+            s->grid.x, s->grid.y, kDecodeThreads, s->smem_bytes, tiles_per_split,
+            kDecodeTileKeys, num_split_slots,
+            s->work_list          ? ", device work list + merge"
+            : num_split_slots > 1 ? " + merge"
+                                  : "");
   return PA_SUCCESS;
 }
 
 pa_status decode_run(const pa_plan *plan, const pa__io *io, pa__stream stream) {
-  const pa__problem *p = &plan->problem;
   const decode_state *s = (const decode_state *)plan->backend_state;
-  decode_params P;
-  memset(&P, 0, sizeof P);
+  const pa__workspace_layout *w = &plan->workspace;
+  decode_params P = s->params;
   P.q = io->q_attn;
   P.q_row_stride = io->q_attn_row_stride;
   P.k_cache = io->key_cache;
   P.v_cache = io->value_cache;
-  P.kv = paged_kv_layout_of(*p);
   P.cu_seqlens = io->cu_seqlens;
   P.past_seqlens = io->past_seqlens;
   P.block_table = io->block_table;
-  P.query_positions = p->has_query_positions ? io->query_positions : nullptr;
-  P.head_sink = p->has_head_sink ? io->head_sink : nullptr;
+  P.query_positions = io->query_positions;
+  P.head_sink = io->head_sink;
   P.k_scale = io->k_scale;
   P.v_scale = io->v_scale;
-  P.k_quant = p->k_quant;
-  P.v_quant = p->v_quant;
   P.output = io->output;
-  char *workspace = (char *)io->backend_workspace;
-  if (s->num_split_slots > 1) {
-    P.partial_out = (float *)workspace;
-    P.partial_ml = (float2 *)(workspace + s->partial_ml_offset);
+  if (s->partial_out_region >= 0) {
+    P.partial_out = (float *)pa__workspace_at(w, s->partial_out_region, io->workspace);
+    P.partial_ml = (float2 *)pa__workspace_at(w, s->partial_ml_region, io->workspace);
   }
   if (s->work_list) {
-    P.item_begin = (int32_t *)(workspace + s->item_begin_offset);
-    P.work_items = (int2 *)(workspace + s->work_items_offset);
-    P.work_counter = (unsigned int *)(workspace + s->work_counter_offset);
+    P.item_begin = (int32_t *)pa__workspace_at(w, s->item_begin_region, io->workspace);
+    P.work_items = (int2 *)pa__workspace_at(w, s->work_items_region, io->workspace);
+    P.work_counter = (unsigned int *)pa__workspace_at(w, s->work_counter_region, io->workspace);
   }
-  P.token_count = p->token_count;
-  P.batch_size = p->batch_size;
-  P.num_heads = p->num_heads;
-  P.group_size = p->group_size;
-  P.head_chunks = s->head_chunks;
-  P.cta_heads = p->kv_num_heads * s->head_chunks;
-  P.scale = p->scale;
-  P.softcap = p->softcap;
-  P.window = p->window;
-  P.is_causal = p->is_causal;
-  P.tiles_per_split = s->tiles_per_split;
-  P.num_split_slots = s->num_split_slots;
 
   cudaStream_t st = (cudaStream_t)stream;
   cudaError_t err = cudaSuccess;
   if (s->work_list)
     err = launch_chained(decode_schedule_kernel, dim3(1), kScheduleThreads, 0, st, s->chained, P);
   if (err == cudaSuccess) err = s->variant.launch(P, s->grid, s->smem_bytes, st, s->chained);
-  if (err == cudaSuccess && s->num_split_slots > 1) {
-    split_merge_params M;
-    memset(&M, 0, sizeof M);
+  if (err == cudaSuccess && P.num_split_slots > 1) {
+    split_merge_params M = s->merge;
     M.partial_out = P.partial_out;
     M.partial_ml = P.partial_ml;
     M.item_begin = P.item_begin;
-    M.num_split_slots = P.num_split_slots;
-    M.num_heads = P.num_heads;
-    M.group_size = P.group_size;
-    M.head_size = p->head_size;
     M.head_sink = P.head_sink;
     M.v_scale = P.v_scale;
-    M.v_quant = P.v_quant;
-    M.is_quantized_cache = pa_dtype_size(p->k_cache_dtype) == 1;
     M.output = P.output;
-    void (*merge)(const split_merge_params) = p->dtype == PA_DTYPE_BFLOAT16
-                                                  ? split_merge_kernel<__nv_bfloat16>
-                                                  : split_merge_kernel<__half>;
-    err = launch_chained(merge, dim3((unsigned)p->token_count, (unsigned)p->num_heads),
-                         kMergeThreads, 0, st, s->chained, M);
+    err = launch_chained(s->merge_kernel, s->merge_grid, kMergeThreads, 0, st, s->chained, M);
   }
   if (err != cudaSuccess)
     return pa__fail(PA_ERROR_CUDA, "DECODE: kernel launch failed: %s", cudaGetErrorString(err));

@@ -83,7 +83,7 @@ static int64_t slot_of_token(const pa__ref_call *call, int64_t t) {
   return slot >= 0 && slot < capacity ? slot : -1;
 }
 
-void pa__ref_prologue(pa__ref_call *call) {
+void pa__ref_write(pa__ref_call *call) {
   const pa__problem *p = call->p;
   const pa__io *io = &call->io;
   int64_t q_row = pa__q_row_elems(p);

@@ -1,22 +1,24 @@
 // The DECODE backend's kernels: split-KV flash decoding over 16-token (or larger) pages.
 //
-// A CTA works on (query token, KV head, chunk of up to 16 query heads of its group, split); the KV
-// heads of a token are neighbours in launch order, so concurrent CTAs read neighbouring bytes of a
-// page. The CTA holds every query head of the chunk on the M dimension of mma.sync m16n8k16, so
-// each KV tile is read from memory once per group. Tiles are 64 keys at absolute multiples of 64
-// whatever the page size, so a thread's run of up to 16 consecutive rows of a tile lies in one
-// page: it looks up one block id per tile (prefetched a tile ahead) and issues its rows' 16-byte
-// cp.async loads at a fixed stride into a 3-stage ring. Shared rows are DMAX channels wide;
-// channels past head_size are zero-filled by the same loads, so the math below never tests
+// A kernel header: sees only cuda/common/ (the launcher, decode.cu, fills decode_params at plan
+// time). A CTA works on (query token, KV head, chunk of up to 16 query heads of its group, split);
+// the KV heads of a token are neighbours in launch order, so concurrent CTAs read neighbouring
+// bytes of a page. The CTA holds every query head of the chunk on the M dimension of mma.sync
+// m16n8k16, so each KV tile is read from memory once per group. Tiles are 64 keys at absolute
+// multiples of 64 whatever the page size, so a thread's run of up to 16 consecutive rows of a tile
+// lies in one page: it looks up one block id per tile (prefetched a tile ahead) and issues its
+// rows' 16-byte cp.async loads at a fixed stride into a 3-stage ring. Shared rows are DMAX channels
+// wide; channels past head_size are zero-filled by the same loads, so the math below never tests
 // head_size. Each of the 4 warps owns 16 keys of every tile (fragments through ldmatrix) and runs
 // its own online softmax over them; the warps are merged once at the end. The key range of a token
 // is window-clamped ([lo, hi) below) and its tiles are cut into splits of tiles_per_split tiles
 // (fixed at plan time from static shapes only, so results do not depend on attention_metadata);
 // each split writes unnormalized fp32 partial outputs with their running max and sum, and
-// decode_merge_kernel combines them. With one split slot the CTA writes the output directly (same
-// finalization, bitwise equal). With several tokens and split slots, decode_schedule_kernel
-// (decode.cu) first lists the non-empty splits on device and a persistent grid walks that list, so
-// a loose bound or a skewed batch (one long sequence among short ones) launches no empty CTAs.
+// split_merge_kernel (common/split_merge.cuh) combines them. With one split slot the CTA writes the
+// output directly (same finalization, bitwise equal). With several tokens and split slots,
+// decode_schedule_kernel (decode_schedule_kernel.cuh) first lists the non-empty splits on device
+// and a persistent grid walks that list, so a loose bound or a skewed batch (one long sequence
+// among short ones) launches no empty CTAs.
 //
 // Quantized caches: raw codes are exact in T, so the MMAs run on codes; a per-tensor k_scale goes
 // into the score scale, a per-channel one into Q (rounded to T once), v_scale into the output.
@@ -27,11 +29,11 @@
 
 #include <cuda_runtime.h>
 
-#include "common/attention_rules.cuh"
-#include "common/chained_launch.cuh"
-#include "common/numeric.cuh"
-#include "common/paged_kv.cuh"
-#include "common/tensor_core.cuh"
+#include "../common/attention_rules.cuh"
+#include "../common/chained_launch.cuh"
+#include "../common/numeric.cuh"
+#include "../common/paged_kv.cuh"
+#include "../common/tensor_core.cuh"
 
 namespace pa {
 namespace detail {
@@ -377,13 +379,13 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
 #pragma unroll
     for (int w = 0; w < kDecodeWarps; w++) {
       float2 ml = warp_ml[w * kDecodeHeadsPerCta + r];
-      if (ml.y > 0.0f) m = fmaxf(m, ml.x);
+      if (partial_has_keys(ml.y)) m = fmaxf(m, ml.x);
     }
     float l = 0.0f, o = 0.0f;
 #pragma unroll
     for (int w = 0; w < kDecodeWarps; w++) {
       float2 ml = warp_ml[w * kDecodeHeadsPerCta + r];
-      if (ml.y > 0.0f) {
+      if (partial_has_keys(ml.y)) {
         float weight = softmax_rescale(ml.x, m);
         l += ml.y * weight;
         o += warp_out[(w * kDecodeHeadsPerCta + r) * DMAX + c] * weight;

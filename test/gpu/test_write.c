@@ -1,5 +1,6 @@
-/* The write path alone: pa__prologue_run against pa_execute_reference's caches (every byte: written
- * slots within one step, the rest unchanged) and the staged Q against the harness's host prologue.
+/* The write path alone: pa__write_run against pa_execute_reference's caches (every byte: written
+ * slots within one step, the rest unchanged) and the staged Q against the harness's host
+ * computation of it.
  * PA_GPU_TEST_QUICK=1 runs a reduced matrix (for compute-sanitizer). */
 #include <stdio.h>
 
@@ -19,7 +20,7 @@ static int valid_combination(const gpu_case *c) {
   gpu_matrix_add(&(result),                                                                      \
                  gpu_run_matrix_mode(                                                            \
                      &(base), (axes_array), (int)(sizeof(axes_array) / sizeof((axes_array)[0])), \
-                     valid_combination, PA_BACKEND_REFERENCE, seed++, GPU_MODE_PROLOGUE, 0))
+                     valid_combination, PA_BACKEND_REFERENCE, seed++, GPU_MODE_WRITE, 0))
 
 int main(void) {
   if (!gpu_available()) {
@@ -32,7 +33,7 @@ int main(void) {
 
   /* every head size, input mode and type, with and without the transforms; ragged, zero-token
    * sequences */
-  gpu_case heads = gpu_case_default("prologue_heads");
+  gpu_case heads = gpu_case_default("write_heads");
   heads.num_heads = 8;
   heads.kv_num_heads = 2;
   heads.batch_size = 5;
@@ -52,7 +53,7 @@ int main(void) {
 
   /* RoPE variants: half-split / interleaved, offset, partial rotary_dim (one whose half is not a
    * multiple of 8), positions beyond the table (pass through), query_positions */
-  gpu_case rope = gpu_case_default("prologue_rope");
+  gpu_case rope = gpu_case_default("write_rope");
   rope.num_heads = 4;
   rope.kv_num_heads = 2;
   rope.batch_size = 4;
@@ -72,7 +73,7 @@ int main(void) {
 
   /* block sizes and batch sizes; shuffled and partly unmapped block tables; with RoPE (the
    * register kernel) and without (on sm_90, the bulk-copy kernel) */
-  gpu_case blocks = gpu_case_default("prologue_blocks");
+  gpu_case blocks = gpu_case_default("write_blocks");
   blocks.num_heads = 4;
   blocks.kv_num_heads = 1;
   blocks.head_size = 64;
@@ -93,7 +94,7 @@ int main(void) {
   }
 
   /* every quantized cache type and quantization mode, K and V independent (T caches: above) */
-  gpu_case quant = gpu_case_default("prologue_quant");
+  gpu_case quant = gpu_case_default("write_quant");
   quant.num_heads = 8;
   quant.kv_num_heads = 4;
   quant.batch_size = 6;
@@ -114,7 +115,7 @@ int main(void) {
    * quantizes in shared memory, where a run's codes are a multiple of 16 bytes (one KV head: 128
    * channels are, 80 are not and take the register kernel) */
   gpu_case quant_copy = quant;
-  quant_copy.name = "prologue_quant_copy";
+  quant_copy.name = "write_quant_copy";
   quant_copy.kv_num_heads = 1;
   quant_copy.rotary = 0;
   quant_copy.qk_norm = 0;
@@ -130,7 +131,7 @@ int main(void) {
 
   /* explicit slot_mapping, with -1, out-of-range and negative slots, and tokens of no sequence
    * (t >= cu[B]) whose valid-looking slots must stay unwritten */
-  gpu_case slots = gpu_case_default("prologue_slots");
+  gpu_case slots = gpu_case_default("write_slots");
   slots.num_heads = 4;
   slots.kv_num_heads = 2;
   slots.max_q_len = 5;
@@ -147,7 +148,7 @@ int main(void) {
   /* a large ragged step with a zero-token sequence between, which every later token's sequence
    * lookup must step over (smaller under PA_GPU_TEST_QUICK, which the memcheck runs use: the full
    * case alone outlasts their time) */
-  gpu_case many = gpu_case_default("prologue_many_tokens");
+  gpu_case many = gpu_case_default("write_many_tokens");
   const int32_t many_lens[3] = {4000, 0, 3001}, many_lens_quick[3] = {700, 0, 301};
   many.q_lens = quick ? many_lens_quick : many_lens;
   {
@@ -156,17 +157,17 @@ int main(void) {
   }
 
   /* a batch whose sequences all have zero new tokens, plus tokens of no sequence */
-  gpu_case empty = gpu_case_default("prologue_all_sequences_empty");
+  gpu_case empty = gpu_case_default("write_all_sequences_empty");
   const int32_t zero_lens[4] = {0, 0, 0, 0};
   empty.batch_size = 4;
   empty.q_lens = zero_lens;
   empty.extra_tokens = 3;
   empty.slots = GPU_SLOTS_DERIVED;
   for (empty.rotary = 0; empty.rotary <= 1; empty.rotary++)
-    gpu_matrix_count(&all, gpu_case_run_prologue(&empty, seed++));
+    gpu_matrix_count(&all, gpu_case_run_write(&empty, seed++));
 
   /* LATENT (absorbed MLA, 576/512): only the latent row is cached; RoPE on its last 64 channels */
-  gpu_case mla = gpu_case_default("prologue_latent");
+  gpu_case mla = gpu_case_default("write_latent");
   mla.layout = PA_KV_CACHE_LAYOUT_LATENT;
   mla.head_size = 576;
   mla.v_head_size = 512;
@@ -197,7 +198,7 @@ int main(void) {
   /* LATENT without RoPE: the latent row alone, copied or quantized (on sm_90, by the bulk-copy
    * kernel) */
   gpu_case mla_copy = mla;
-  mla_copy.name = "prologue_latent_copy";
+  mla_copy.name = "write_latent_copy";
   mla_copy.rotary = 0;
   mla_copy.rotary_offset = 0;
   mla_copy.rotary_dim = 0;
@@ -211,7 +212,7 @@ int main(void) {
     RUN(all, mla_copy, axes);
   }
 
-  fprintf(stderr, "test_prologue: %d passed, %d failed, %d unsupported, %d skipped\n", all.passed,
+  fprintf(stderr, "test_write: %d passed, %d failed, %d unsupported, %d skipped\n", all.passed,
           all.failed, all.unsupported, all.skipped);
   return gpu_matrix_exit_code(&all);
 }
