@@ -100,17 +100,17 @@ static unfused_extents heuristic_extents_for(const pa__problem *p) {
 // Appends a region of count * elem_size bytes at the next aligned offset; false on overflow.
 static bool add_region(uint64_t *cursor, size_t *offset, uint64_t count, uint64_t elem_size) {
   uint64_t start, bytes;
-  if (__builtin_add_overflow(*cursor, PA_WORKSPACE_ALIGNMENT - 1, &start) ||
-      __builtin_mul_overflow(count, elem_size, &bytes))
+  if (!pa__add_u64(*cursor, PA_WORKSPACE_ALIGNMENT - 1, &start) ||
+      !pa__mul_u64(count, elem_size, &bytes))
     return false;
   start = start / PA_WORKSPACE_ALIGNMENT * PA_WORKSPACE_ALIGNMENT;
   *offset = (size_t)start;
-  return !__builtin_add_overflow(start, bytes, cursor);
+  return pa__add_u64(start, bytes, cursor);
 }
 
 // The product of the factors, or false on overflow.
 static bool checked_product(uint64_t *out, uint64_t a, uint64_t b, uint64_t c) {
-  return !__builtin_mul_overflow(a, b, out) && !__builtin_mul_overflow(*out, c, out);
+  return pa__mul_u64(a, b, out) && pa__mul_u64(*out, c, out);
 }
 
 // The one function that both sizes and carves the backend's scratch. *total_bytes gets the size

@@ -22,13 +22,21 @@ int pa__needs_q_staging(const pa__problem *p) {
   return p->input_mode == PA__MODE_PACKED || p->do_rotary || p->has_qk_norm;
 }
 
+/* total is SIZE_MAX when a size does not fit in size_t (pa_plan_create refuses the plan). */
 pa__workspace_layout pa__workspace_layout_for(const pa__problem *p, size_t backend_bytes) {
   pa__workspace_layout w;
   memset(&w, 0, sizeof w);
-  w.q_bytes = pa__needs_q_staging(p)
-                  ? (size_t)p->token_count * (size_t)pa__q_row_elems(p) * pa_dtype_size(p->dtype)
-                  : 0;
+  size_t end = 0;
+  int fits = !pa__needs_q_staging(p) ||
+             pa__mul3_size((size_t)p->token_count, (size_t)pa__q_row_elems(p),
+                           pa_dtype_size(p->dtype), &w.q_bytes);
   w.q_offset = 0;
+  fits = fits && pa__add_size(w.q_bytes, 2 * PA_WORKSPACE_ALIGNMENT, &end) &&
+         pa__add_size(end, backend_bytes, &end);
+  if (!fits) {
+    w.total = SIZE_MAX;
+    return w;
+  }
   w.backend_offset = align_up(w.q_offset + w.q_bytes);
   w.backend_bytes = backend_bytes;
   w.total = backend_bytes ? align_up(w.backend_offset + backend_bytes) : align_up(w.q_bytes);
@@ -202,8 +210,16 @@ pa_status pa_plan_create(pa_plan **out, const pa_attributes *attrs,
     st = plan->ops->plan(plan, setup_device, &backend_bytes);
     if (st != PA_SUCCESS) goto fail;
   }
-  if (plan->backend != PA_BACKEND_REFERENCE) /* the reference needs no device workspace */
+  if (plan->backend != PA_BACKEND_REFERENCE) { /* the reference needs no device workspace */
     plan->workspace = pa__workspace_layout_for(&plan->problem, backend_bytes);
+    if (plan->workspace.total == SIZE_MAX) {
+      st = pa__fail(PA_ERROR_NOT_SUPPORTED,
+                    "workspace: backend %s needs the staged query and %zu bytes of scratch, more "
+                    "than size_t holds",
+                    pa_backend_name(plan->backend), backend_bytes);
+      goto fail;
+    }
+  }
   debug_report(plan);
   *out = plan;
   return PA_SUCCESS;
