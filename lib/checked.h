@@ -21,9 +21,6 @@ extern "C" {
 static inline int pa__mul_i64(int64_t a, int64_t b, int64_t *out) {
   return !__builtin_mul_overflow(a, b, out);
 }
-static inline int pa__add_i64(int64_t a, int64_t b, int64_t *out) {
-  return !__builtin_add_overflow(a, b, out);
-}
 static inline int pa__mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
   return !__builtin_mul_overflow(a, b, out);
 }

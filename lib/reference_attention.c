@@ -185,7 +185,8 @@ static void attend_one_head(const pa__ref_call *call, const key_rows *rows, scra
     pa__store_from_float(p->dtype, io->output, out_at + c, (float)s->accumulator[c]);
 }
 
-/* Zero output rows; output_qk filled with -inf (scores) or 0 (probabilities). */
+/* Zero output rows; output_qk filled with -inf (scores) or 0 (probabilities). The products are
+ * the two tensors' own sizes, which fit (V50). */
 static void fill_outputs(const pa__ref_call *call) {
   const pa__problem *p = call->p;
   memset(call->io.output, 0,

@@ -9,7 +9,7 @@ set -euo pipefail
 target=$1 corpus=$2 runs=${3:-}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
-options=(-timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
+options=(-timeout=10 -rss_limit_mb=2048 -max_len=1024 -print_final_stats=1)
 if [ -z "$runs" ]; then
   exec "$target" "${options[@]}" -runs=0 "$corpus"
 fi
