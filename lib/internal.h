@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "checked.h"
 #include "pagedattn/pagedattn.h"
 #include "problem.h"
 #include "workspace.h"
