@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "../launch_common.cuh"
+#include "checked.h"
 #include "cublaslt_gemm.cuh"
 #include "unfused_kernel.cuh"
 #include "workspace.h"
@@ -61,7 +62,7 @@ inline unfused_extents heuristic_extents_for(const pa__problem *p) {
 
 // The product of the factors, or false on overflow.
 inline bool checked_product(uint64_t *out, uint64_t a, uint64_t b, uint64_t c) {
-  return !__builtin_mul_overflow(a, b, out) && !__builtin_mul_overflow(*out, c, out);
+  return pa__mul_u64(a, b, out) && pa__mul_u64(*out, c, out);
 }
 
 // UNFUSED's regions of the workspace (pa__workspace_add indices).
