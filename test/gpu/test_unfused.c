@@ -587,7 +587,9 @@ static void chunked_at_default_budget(gpu_matrix_result *all) {
   verify.q_lens = fours;
   verify.max_q_len = 4;
   verify.max_past_len = 1000;
-  gpu_matrix_count(all, gpu_case_run_metadata_invariance(&verify, PA_BACKEND_UNFUSED, seed++));
+  /* one-case matrices, so that PA_GPU_TEST_SHARD runs each in one process only */
+  const gpu_axis verify_axes[] = {GPU_AXIS(max_q_len, 4)};
+  RUN(*all, verify, verify_axes, GPU_MODE_METADATA, 0);
 
   static const int32_t lens[2] = {8, 5}, pasts[2] = {4000, 3500};
   gpu_case rows = gpu_case_default("unfused_chunks_default_budget_query_rows");
@@ -598,7 +600,8 @@ static void chunked_at_default_budget(gpu_matrix_result *all) {
   rows.max_q_len = 8;
   rows.max_past_len = 4000;
   rows.extra_tokens = 4000;
-  gpu_matrix_count(all, gpu_case_run_metadata_invariance(&rows, PA_BACKEND_UNFUSED, seed++));
+  const gpu_axis rows_axes[] = {GPU_AXIS(max_q_len, 8)};
+  RUN(*all, rows, rows_axes, GPU_MODE_METADATA, 0);
 }
 
 /* ---- checks outside the operator: descriptors of one small decode step
