@@ -31,9 +31,10 @@ head_size * sum of new * (cached + new / 2)) and TB/s of the K + V bytes for the
 Each anchor's output is first checked against a float32 attention of the last query rows of one
 sequence per group (2e-2 of the largest reference value), then timed by CUDA-graph replays.
 
-  python3 bench/anchors.py --prefill [--quick]
+  python3 bench/anchors.py --prefill [--quick] [--no-flex] [--only REGEX]
 """
 import argparse
+import re
 import statistics
 import subprocess
 import sys
@@ -336,12 +337,14 @@ def measure(kind, index=0, page=0, option="default"):
     return None, f"failed: {err[:100]}"
 
 
-def prefill_main(quick):
+def prefill_main(quick, flex, only):
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; prefill anchors, bf16, "
           "CUDA-graph replays, TFLOP/s = 4 * heads * head_size * sum new * (cached + new / 2)",
           flush=True)
     indices = (0, 3, 4) if quick else range(len(PREFILL_SHAPES))
     for index in indices:
+        if only and not re.search(only, PREFILL_SHAPES[index][0]):
+            continue
         label, heads, kv_heads, d, seqs, page = PREFILL_SHAPES[index]
         flops = prefill_flops(heads, d, seqs)
         kv_bytes = 2 * sum(q + past for q, past in seqs) * kv_heads * d * 2
@@ -354,14 +357,15 @@ def prefill_main(quick):
         results = []
         options = [str(page), "default"] if page < 64 else ["default"]
         notes = []
-        for option in options:
+        for option in options if flex else []:
             us, note = measure("prefill-flex", index, page, option)
             if us is not None:
                 results.append(f"flex page {page}: {figures(us)}")
                 break
             notes.append(f"BLOCK_N {option}: {note}")
         else:
-            results.append(f"flex page {page}: n/a ({'; '.join(notes)})")
+            if flex:
+                results.append(f"flex page {page}: n/a ({'; '.join(notes)})")
         if "block" not in label:
             for backend in ("flash", "cudnn"):
                 us, note = measure(f"prefill-{backend}", index)
@@ -378,6 +382,11 @@ def main():
                              "with --prefill: three rows, FlexAttention at page 16")
     parser.add_argument("--prefill", action="store_true",
                         help="pa_bench_prefill's rows instead of the decode sweep")
+    parser.add_argument("--no-flex", action="store_true",
+                        help="with --prefill: SDPA flash and cuDNN only (FlexAttention compiles "
+                             "for minutes)")
+    parser.add_argument("--only", metavar="REGEX",
+                        help="with --prefill: only the rows whose label matches REGEX")
     parser.add_argument("--child", nargs=4, metavar=("KIND", "SHAPE", "PAGE", "OPTION"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -389,7 +398,7 @@ def main():
         options = None if option == "default" else {"BLOCK_N": int(option)}
         return child(kind, int(index), int(page), options)
     if args.prefill:
-        return prefill_main(args.quick)
+        return prefill_main(args.quick, not args.no_flex, args.only)
     copy, note = measure("copy")
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; "
           f"device-to-device copy (torch copy_) {copy or 0:.2f} TB/s (read + write) {note}",

@@ -73,7 +73,7 @@ for line in recipe:
 # The README lists the apt packages tools/bootstrap installs.
 bootstrap = (root / "tools/bootstrap").read_text()
 listed = re.search(r"^for package in ([^;]+); do", bootstrap, re.M)
-said = re.search(r"`tools/bootstrap` installs `([^`]+)` with apt", readme)
+said = re.search(r"`tools/bootstrap` installs `([^`]+)`\s+with apt", readme)
 if not listed or not said or listed.group(1).split() != said.group(1).split():
     failures.append("README.md: the apt packages of tools/bootstrap (%s) are not the ones it lists "
                     "(%s)" % (listed and listed.group(1), said and said.group(1)))

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "checked.h"
 #include "pagedattn/pagedattn.h"
 #include "problem.h"
 #include "workspace.h"
@@ -108,6 +109,27 @@ pa_status pa__write_plan(pa_plan *plan);
 pa_status pa__write_run(const pa_plan *plan, const pa__io *io, pa__stream stream);
 /* Frees plan->write_state. */
 void pa__write_destroy(pa_plan *plan);
+
+/* ---- UNFUSED's chunking (cuda/unfused/unfused.cu) ---------------------------------------------
+ * pa__unfused_set_test_limits is for the tests only, which link the static library (the shared
+ * library exports pa_[a-z]* only); it is not part of the contract. */
+
+/* UNFUSED's chunking limits for the plans created afterwards: a workspace budget in bytes (0 = the
+ * built-in kUnfusedWorkspaceBudget, 2 GiB; cuda/unfused/launch_extents.cuh) and caps on the
+ * sequences and the query rows per chunk (0 = none). They let small shapes run in the chunks that
+ * only large ones need. Plans keep the chunking they were created with; (0, 0, 0) restores the
+ * defaults. Set them while no other thread plans. */
+void pa__unfused_set_test_limits(uint64_t budget_bytes, int64_t max_chunk_sequences,
+                                 int64_t max_chunk_queries);
+
+/* The chunking an UNFUSED plan runs with (cuda/unfused/launch_extents.cuh, unfused_extents); also
+ * printed by PA_DEBUG=1. */
+typedef struct pa__unfused_chunks {
+  int64_t sequences_per_chunk, sequence_chunks;
+  int64_t query_rows_per_chunk, query_chunks; /* query rows: per (sequence, query head) */
+} pa__unfused_chunks;
+/* 1 and *out filled for an UNFUSED plan on a device (real or described), else 0. */
+int pa__unfused_chunking(const pa_plan *plan, pa__unfused_chunks *out);
 
 /* Device queries (lib/device.c); cached per device. */
 pa_status pa__device_caps_cached(int32_t device, pa_device_caps *caps);

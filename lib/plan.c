@@ -118,6 +118,12 @@ static void debug_report(const pa_plan *plan) {
           pa_backend_name(plan->backend), plan->device, (long long)p->token_count, p->batch_size,
           p->num_heads, p->kv_num_heads, p->head_size, p->v_head_size, p->block_size,
           (long long)p->max_query_len, (long long)p->max_kv_len, plan->workspace.total);
+  pa__unfused_chunks chunks;
+  if (pa__unfused_chunking(plan, &chunks))
+    fprintf(stderr,
+            "[pagedattn]   UNFUSED chunks: %lld x %lld sequences, %lld x %lld query rows\n",
+            (long long)chunks.sequence_chunks, (long long)chunks.sequences_per_chunk,
+            (long long)chunks.query_chunks, (long long)chunks.query_rows_per_chunk);
   for (int32_t i = 0; i < plan->workspace.count; i++) {
     const pa__workspace_region *r = &plan->workspace.regions[i];
     fprintf(stderr, "[pagedattn]   workspace [%zu, %zu) %s (%zu-byte aligned)\n", r->offset,

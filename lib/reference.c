@@ -34,11 +34,13 @@ pa_status pa_execute_reference(const pa_plan *plan, const void *const inputs[PA_
   pa__ref_call call;
   call.p = p;
   call.io = pa__io_from(p, inputs, outputs);
-  size_t tokens = (size_t)p->token_count;
-  call.sequence_of_token = malloc(tokens * sizeof *call.sequence_of_token);
+  size_t tokens = (size_t)p->token_count, q_bytes, kv_bytes;
+  int sizes_fit = pa__mul3_size(tokens, (size_t)pa__q_row_elems(p), sizeof *call.q, &q_bytes) &&
+                  pa__mul3_size(2, (size_t)pa__kv_row_elems(p), sizeof *call.kv_rows, &kv_bytes);
+  call.sequence_of_token = malloc(tokens * sizeof *call.sequence_of_token); /* tokens <= INT32_MAX */
   call.position_of_token = malloc(tokens * sizeof *call.position_of_token);
-  call.q = malloc(tokens * (size_t)pa__q_row_elems(p) * sizeof *call.q);
-  call.kv_rows = malloc(2 * (size_t)pa__kv_row_elems(p) * sizeof *call.kv_rows);
+  call.q = sizes_fit ? malloc(q_bytes) : NULL;
+  call.kv_rows = sizes_fit ? malloc(kv_bytes) : NULL;
   if (!call.sequence_of_token || !call.position_of_token || !call.q || !call.kv_rows) {
     st = pa__fail(PA_ERROR_OUT_OF_MEMORY, "reference: host scratch for %lld tokens",
                   (long long)p->token_count);

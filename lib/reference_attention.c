@@ -1,5 +1,6 @@
 /* Attention of doc/semantics.md from the (already written) cache. Per sequence and KV head, the
- * keys the sequence's tokens can reach are dequantized once into fp32 rows; every query head of the
+ * keys the sequence's tokens can see (mapped blocks within their ranges) are dequantized once into
+ * fp32 rows; every query head of the
  * GQA group and every token of the sequence then reads those rows. Dot products, softmax sums and
  * the output accumulate in fp64. */
 #include <math.h>
@@ -9,46 +10,59 @@
 #include "host_numeric.h"
 #include "reference.h"
 
-/* The keys one sequence reads, dequantized for one KV head. */
+/* The keys one sequence can see, dequantized for one KV head: only keys of mapped blocks within
+ * the union of its tokens' ranges are gathered, so the work follows the visible keys, never the
+ * block table's nominal reach (block_table.shape[1] * block_size). Rows are in key order. */
 typedef struct key_rows {
-  int64_t begin, end;   /* key positions [begin, end) */
-  float *keys;          /* (end - begin) * head_size */
-  float *values;        /* (end - begin) rows of value_stride floats; aliases keys in LATENT */
+  int64_t count;        /* gathered keys */
+  const int64_t *key;   /* count key positions, ascending */
+  const int64_t *slot;  /* count cache slots */
+  float *keys;          /* count * head_size */
+  float *values;        /* count rows of value_stride floats; aliases keys in LATENT */
   int64_t value_stride;
-  uint8_t *mapped;      /* per key: its block is mapped */
 } key_rows;
 
 /* Scratch that grows to the largest sequence seen. */
 typedef struct scratch {
   int64_t capacity; /* keys */
+  int64_t *key, *slot;
   float *keys, *values, *scores;
-  uint8_t *mapped, *admitted;
+  uint8_t *admitted;
   double *accumulator; /* v_head_size */
 } scratch;
 
+/* Grows every per-key array to `keys` entries; 0 when a size overflows or an allocation fails. */
 static int scratch_reserve(scratch *s, int64_t keys, const pa__problem *p) {
   if (keys <= s->capacity) return 1;
-  size_t n = (size_t)keys;
-  float *k = realloc(s->keys, n * (size_t)p->head_size * sizeof *k);
+  size_t n = (size_t)keys, key_bytes, value_bytes, index_bytes, score_bytes;
+  if (!pa__mul3_size(n, (size_t)p->head_size, sizeof(float), &key_bytes) ||
+      !pa__mul3_size(n, (size_t)p->v_head_size, sizeof(float), &value_bytes) ||
+      !pa__mul_size(n, sizeof(int64_t), &index_bytes) ||
+      !pa__mul_size(n, sizeof(float), &score_bytes))
+    return 0;
+  int64_t *kp = realloc(s->key, index_bytes);
+  if (kp) s->key = kp;
+  int64_t *sl = realloc(s->slot, index_bytes);
+  if (sl) s->slot = sl;
+  float *k = realloc(s->keys, key_bytes);
   if (k) s->keys = k;
-  float *v = realloc(s->values, n * (size_t)p->v_head_size * sizeof *v);
+  float *v = realloc(s->values, value_bytes);
   if (v) s->values = v;
-  float *sc = realloc(s->scores, n * sizeof *sc);
+  float *sc = realloc(s->scores, score_bytes);
   if (sc) s->scores = sc;
-  uint8_t *m = realloc(s->mapped, n);
-  if (m) s->mapped = m;
   uint8_t *a = realloc(s->admitted, n);
   if (a) s->admitted = a;
-  if (!k || !v || !sc || !m || !a) return 0;
+  if (!kp || !sl || !k || !v || !sc || !a) return 0;
   s->capacity = keys;
   return 1;
 }
 
 static void scratch_free(scratch *s) {
+  free(s->key);
+  free(s->slot);
   free(s->keys);
   free(s->values);
   free(s->scores);
-  free(s->mapped);
   free(s->admitted);
   free(s->accumulator);
 }
@@ -64,23 +78,48 @@ static void load_cache_row(float *dst, const void *cache, pa_dtype cache_dtype, 
     dst[c] *= pa__ref_cache_scale(scale, quant, kv_head, p->head_size, c);
 }
 
-static void gather_keys(key_rows *rows, const pa__ref_call *call, int32_t b, int32_t kv_head) {
+/* The mapped keys of sequence b in [begin, end) (end <= the table's reach): visits each block of
+ * the range once. With key / slot NULL it only counts them. */
+static int64_t mapped_keys(const pa__ref_call *call, int32_t b, int64_t begin, int64_t end,
+                           int64_t *key, int64_t *slot) {
+  const pa__problem *p = call->p;
+  const int32_t *table_row = call->io.block_table + (int64_t)b * p->max_blocks_per_seq;
+  int64_t count = 0;
+  for (int64_t block = begin / p->block_size; block * p->block_size < end; block++) {
+    int64_t block_id = table_row[block];
+    if (block_id < 0 || block_id >= p->num_blocks) continue;
+    int64_t first = block * p->block_size > begin ? block * p->block_size : begin;
+    int64_t last = (block + 1) * p->block_size < end ? (block + 1) * p->block_size : end;
+    for (int64_t k = first; k < last; k++, count++) {
+      if (!key) continue;
+      key[count] = k;
+      slot[count] = block_id * p->block_size + k % p->block_size;
+    }
+  }
+  return count;
+}
+
+static void gather_rows(key_rows *rows, const pa__ref_call *call, int32_t kv_head) {
   const pa__problem *p = call->p;
   const pa__io *io = &call->io;
-  int latent = p->input_mode == PA__MODE_LATENT;
-  for (int64_t k = rows->begin; k < rows->end; k++) {
-    int64_t i = k - rows->begin;
-    int64_t block_id =
-        io->block_table[(int64_t)b * p->max_blocks_per_seq + k / p->block_size];
-    rows->mapped[i] = block_id >= 0 && block_id < p->num_blocks;
-    if (!rows->mapped[i]) continue;
-    int64_t slot = block_id * p->block_size + k % p->block_size;
+  for (int64_t i = 0; i < rows->count; i++) {
     load_cache_row(rows->keys + i * p->head_size, io->key_cache, p->k_cache_dtype, p->k_quant,
-                   io->k_scale, p, slot, kv_head, p->head_size);
-    if (!latent)
-      load_cache_row(rows->values + i * p->head_size, io->value_cache, p->v_cache_dtype, p->v_quant,
-                     io->v_scale, p, slot, kv_head, p->head_size);
+                   io->k_scale, p, rows->slot[i], kv_head, p->head_size);
+    if (p->input_mode != PA__MODE_LATENT)
+      load_cache_row(rows->values + i * p->head_size, io->value_cache, p->v_cache_dtype,
+                     p->v_quant, io->v_scale, p, rows->slot[i], kv_head, p->head_size);
   }
+}
+
+/* The first row whose key is >= key (rows->count when none). */
+static int64_t first_row_at(const key_rows *rows, int64_t key) {
+  int64_t lo = 0, hi = rows->count;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (rows->key[mid] < key) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 static float softcapped(float s, float softcap) {
@@ -90,7 +129,7 @@ static float softcapped(float s, float softcap) {
 /* Scores, softmax and output of one (token, query head). Writes the output row's head slice and,
  * when requested, output_qk entries of admitted keys (the rest keep their -inf / 0 fill). */
 static void attend_one_head(const pa__ref_call *call, const key_rows *rows, scratch *s, int64_t t,
-                            int32_t b, int32_t h, int64_t first_key, int64_t end_key) {
+                            int32_t b, int32_t h, int64_t first_row, int64_t end_row) {
   const pa__problem *p = call->p;
   const pa__io *io = &call->io;
   const float *q = call->q + (t * p->num_heads + h) * p->head_size;
@@ -100,10 +139,9 @@ static void attend_one_head(const pa__ref_call *call, const key_rows *rows, scra
   double max_logit = has_sink ? (double)sink : -INFINITY;
   int64_t admitted_count = 0;
 
-  for (int64_t k = first_key; k < end_key; k++) {
-    int64_t i = k - rows->begin;
-    s->admitted[i] = rows->mapped[i];
-    if (p->has_bias && (j >= p->bias_q_capacity || k >= p->bias_kv_capacity)) s->admitted[i] = 0;
+  for (int64_t i = first_row; i < end_row; i++) {
+    int64_t k = rows->key[i];
+    s->admitted[i] = !p->has_bias || (j < p->bias_q_capacity && k < p->bias_kv_capacity);
     if (!s->admitted[i]) continue;
     const float *key = rows->keys + i * p->head_size;
     /* four fp64 partial sums (head_size is a multiple of 8): exact products, short chains */
@@ -129,14 +167,13 @@ static void attend_one_head(const pa__ref_call *call, const key_rows *rows, scra
   if (admitted_count == 0 || max_logit == -INFINITY) return;
 
   double denominator = has_sink ? exp((double)sink - max_logit) : 0.0;
-  for (int64_t k = first_key; k < end_key; k++)
-    if (s->admitted[k - rows->begin])
-      denominator += exp((double)s->scores[k - rows->begin] - max_logit);
+  for (int64_t i = first_row; i < end_row; i++)
+    if (s->admitted[i]) denominator += exp((double)s->scores[i] - max_logit);
 
   int32_t dv = p->v_head_size;
   memset(s->accumulator, 0, (size_t)dv * sizeof *s->accumulator);
-  for (int64_t k = first_key; k < end_key; k++) {
-    int64_t i = k - rows->begin;
+  for (int64_t i = first_row; i < end_row; i++) {
+    int64_t k = rows->key[i];
     if (!s->admitted[i]) continue;
     double probability = exp((double)s->scores[i] - max_logit) / denominator;
     const float *value = rows->values + i * rows->value_stride;
@@ -150,7 +187,8 @@ static void attend_one_head(const pa__ref_call *call, const key_rows *rows, scra
     pa__store_from_float(p->dtype, io->output, out_at + c, (float)s->accumulator[c]);
 }
 
-/* Zero output rows; output_qk filled with -inf (scores) or 0 (probabilities). */
+/* Zero output rows; output_qk filled with -inf (scores) or 0 (probabilities). The products are
+ * the two tensors' own sizes, which fit (V50). */
 static void fill_outputs(const pa__ref_call *call) {
   const pa__problem *p = call->p;
   memset(call->io.output, 0,
@@ -184,26 +222,27 @@ static pa_status attend_sequence(const pa__ref_call *call, scratch *s, int32_t b
     if (position > highest_position) highest_position = position;
   }
   if (highest_position == INT64_MIN) return PA_SUCCESS; /* no token */
-  key_rows rows;
-  rows.begin = 0;
-  rows.end = reach;
+  int64_t begin = 0, end = reach;
   if (p->is_causal) {
-    if (highest_position < rows.end) rows.end = highest_position + 1;
-    if (p->window > 0 && lowest_position - p->window + 1 > 0)
-      rows.begin = lowest_position - p->window + 1;
+    if (highest_position < end) end = highest_position + 1;
+    if (p->window > 0 && lowest_position - p->window + 1 > 0) begin = lowest_position - p->window + 1;
   }
-  if (rows.end <= rows.begin) return PA_SUCCESS;
-  if (!scratch_reserve(s, rows.end - rows.begin, p))
+  if (end <= begin) return PA_SUCCESS;
+  key_rows rows;
+  rows.count = mapped_keys(call, b, begin, end, NULL, NULL);
+  if (rows.count == 0) return PA_SUCCESS;
+  if (!scratch_reserve(s, rows.count, p))
     return pa__fail(PA_ERROR_OUT_OF_MEMORY, "reference: host scratch for %lld keys",
-                    (long long)(rows.end - rows.begin));
+                    (long long)rows.count);
+  mapped_keys(call, b, begin, end, s->key, s->slot);
+  rows.key = s->key;
+  rows.slot = s->slot;
   rows.keys = s->keys;
-  rows.mapped = s->mapped;
-  int latent = p->input_mode == PA__MODE_LATENT;
-  rows.values = latent ? s->keys : s->values;
+  rows.values = p->input_mode == PA__MODE_LATENT ? s->keys : s->values;
   rows.value_stride = p->head_size;
 
   for (int32_t kv_head = 0; kv_head < p->kv_num_heads; kv_head++) {
-    gather_keys(&rows, call, b, kv_head);
+    gather_rows(&rows, call, kv_head);
     for (int64_t t = token_begin; t < token_end; t++) {
       if (!owns(call, t, b)) continue;
       int64_t position = call->position_of_token[t];
@@ -213,8 +252,10 @@ static pa_status attend_sequence(const pa__ref_call *call, scratch *s, int32_t b
         if (p->window > 0 && position - p->window + 1 > first_key)
           first_key = position - p->window + 1;
       }
+      int64_t first_row = first_row_at(&rows, first_key), end_row = first_row_at(&rows, end_key);
+      if (first_row >= end_row) continue;
       for (int32_t g = 0; g < p->group_size; g++)
-        attend_one_head(call, &rows, s, t, b, kv_head * p->group_size + g, first_key, end_key);
+        attend_one_head(call, &rows, s, t, b, kv_head * p->group_size + g, first_row, end_row);
     }
   }
   return PA_SUCCESS;

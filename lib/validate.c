@@ -1,6 +1,6 @@
 /*
  * pa__validate: every request rule (doc/semantics.md and doc/api.md, "pa_plan_create"; their ids
- * V01..V42, V48 name the tests of test/unit/test_validation.c), in this order: descriptors,
+ * V01..V42, V48, V50 name the tests of test/unit/test_validation.c), in this order: descriptors,
  * attributes, then one function per input group. Each failure names the tensor or attribute, the
  * expected value and the actual one. On success *p holds the resolved request.
  *
@@ -70,12 +70,6 @@ static int is_float_activation(pa_dtype t) {
 }
 static int is_quantized(pa_dtype t) { return t == PA_DTYPE_INT8 || t == PA_DTYPE_FLOAT8_E4M3FN; }
 static int is_power_of_two(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
-
-/* a * b, saturating at UINT64_MAX (byte counts from caller-given dims must not wrap). */
-static uint64_t mul_saturating(uint64_t a, uint64_t b) {
-  if (a != 0 && b > UINT64_MAX / a) return UINT64_MAX;
-  return a * b;
-}
 
 /* "(2, 1, 64)": a descriptor's shape for messages ("(2,)" for rank 1, "()" for rank 0). */
 typedef struct shape_text {
@@ -149,14 +143,42 @@ static pa_status check_descriptor(const char *name, const pa_tensor_desc *d) {
   return PA_SUCCESS;
 }
 
+/* ---- V50: every present tensor's byte size fits in int64 ------------------------------------ */
+
+/* A descriptor's size in bytes, or -1 when it does not fit in int64. With zero_dims_as_one, the
+ * size it has with each zero dim taken as 1: the extents that strides and offsets are computed
+ * from, even for an empty tensor. */
+static int64_t byte_size(const pa_tensor_desc *d, int zero_dims_as_one) {
+  int64_t bytes = (int64_t)pa_dtype_size(d->dtype);
+  for (int32_t axis = 0; axis < d->rank; axis++) {
+    const int64_t dim = d->dims[axis] == 0 && zero_dims_as_one ? 1 : d->dims[axis];
+    if (!pa__mul_i64(bytes, dim, &bytes)) return -1;
+  }
+  return bytes;
+}
+
+/* Both sizes must fit in int64: every product of a tensor's dims the library forms
+ * (num_blocks * block_size, token_count * row elements, ...) is then in range. Runs after V48, so
+ * dims are >= 0 and the rank is 0..4. */
+static pa_status check_byte_size(const char *name, const pa_tensor_desc *d) {
+  if (!present(d) || byte_size(d, 1) >= 0) return PA_SUCCESS; /* the larger of the two */
+  return pa__fail(PA_ERROR_INVALID_ARGUMENT,
+                  "%s: byte size (zero dims taken as 1) must fit in int64 (at most %lld bytes), "
+                  "got shape %s of %s (%zu bytes each)",
+                  name, (long long)INT64_MAX, shape_of(d).text, dtype_name(d->dtype),
+                  pa_dtype_size(d->dtype));
+}
+
 static pa_status check_descriptors(const pa_tensor_desc in[PA_NUM_INPUTS],
                                    const pa_tensor_desc out[PA_NUM_OUTPUTS]) {
   for (int i = 0; i < PA_NUM_INPUTS; i++) {
     pa_status st = check_descriptor(pa__input_names[i], &in[i]);
+    if (st == PA_SUCCESS) st = check_byte_size(pa__input_names[i], &in[i]);
     if (st != PA_SUCCESS) return st;
   }
   for (int i = 0; i < PA_NUM_OUTPUTS; i++) {
     pa_status st = check_descriptor(output_names[i], &out[i]);
+    if (st == PA_SUCCESS) st = check_byte_size(output_names[i], &out[i]);
     if (st != PA_SUCCESS) return st;
   }
   return PA_SUCCESS;
@@ -173,6 +195,12 @@ static pa_status check_attributes(pa__problem *p, const pa_attributes *a) {
   if (a->num_heads % a->kv_num_heads != 0)
     return pa__fail(PA_ERROR_INVALID_ARGUMENT, "kv_num_heads: must divide num_heads (%d), got %d",
                     a->num_heads, a->kv_num_heads);
+  /* V50: the write path's rows per token (Q, K and V heads) is an int32 on the device */
+  if ((int64_t)a->num_heads + 2 * (int64_t)a->kv_num_heads > INT32_MAX)
+    return pa__fail(PA_ERROR_INVALID_ARGUMENT,
+                    "num_heads: num_heads + 2 * kv_num_heads (rows per token) must be at most %d, "
+                    "got %lld",
+                    INT32_MAX, (long long)a->num_heads + 2 * (long long)a->kv_num_heads);
   if ((int)a->kv_cache_layout != PA_KV_CACHE_LAYOUT_SEPARATE &&
       (int)a->kv_cache_layout != PA_KV_CACHE_LAYOUT_LATENT)
     return pa__fail(PA_ERROR_INVALID_ARGUMENT,
@@ -518,6 +546,7 @@ static pa_status check_rotary(pa__problem *p, const pa_tensor_desc in[PA_NUM_INP
   if (!same_shape(sin_cache, cos_cache))
     return pa__fail(PA_ERROR_INVALID_ARGUMENT, "sin_cache: shape must equal cos_cache's %s, got %s",
                     shape_of(cos_cache).text, shape_of(sin_cache).text);
+  /* cannot wrap: V50 bounds cos_cache's byte size (2 bytes an element) by INT64_MAX */
   const int64_t rotary_dim = 2 * cos_cache->dims[1];
   if (rotary_dim <= 0 || rotary_dim > p->head_size - p->rotary_offset)
     return pa__fail(PA_ERROR_INVALID_ARGUMENT,
@@ -692,9 +721,7 @@ static pa_status check_output_qk(pa__problem *p, const pa_tensor_desc out[PA_NUM
   if (st == PA_SUCCESS) st = expect_dim("output_qk", qk, 0, p->num_heads, "num_heads");
   if (st == PA_SUCCESS) st = expect_dim("output_qk", qk, 1, p->token_count, "token_count");
   if (st != PA_SUCCESS) return st;
-  const uint64_t bytes = mul_saturating(
-      mul_saturating((uint64_t)p->num_heads * (uint64_t)p->token_count, (uint64_t)qk->dims[2]),
-      pa_dtype_size(qk->dtype));
+  const uint64_t bytes = (uint64_t)byte_size(qk, 0); /* fits: V50 */
   if (bytes > max_qk_bytes)
     return pa__fail(PA_ERROR_INVALID_ARGUMENT,
                     "output_qk: %llu bytes exceed max_output_qk_bytes (%llu)",

@@ -1,15 +1,17 @@
 /* pa__workspace_add: the one function that sizes and carves the workspace (workspace.h). */
 #include "workspace.h"
 
+#include "checked.h"
+
 int pa__workspace_add(pa__workspace_layout *w, const char *name, uint64_t count,
                       uint64_t elem_size, size_t alignment) {
   uint64_t start, bytes, end;
   if (w->overflowed || w->count == PA__MAX_WORKSPACE_REGIONS ||
-      __builtin_add_overflow(w->end, (uint64_t)alignment - 1, &start) ||
-      __builtin_mul_overflow(count, elem_size, &bytes))
+      !pa__add_u64(w->end, (uint64_t)alignment - 1, &start) ||
+      !pa__mul_u64(count, elem_size, &bytes))
     goto overflow;
   start = start / alignment * alignment;
-  if (__builtin_add_overflow(start, bytes, &end) ||
+  if (!pa__add_u64(start, bytes, &end) ||
       end > (uint64_t)SIZE_MAX - PA_WORKSPACE_ALIGNMENT)
     goto overflow;
   pa__workspace_region *r = &w->regions[w->count];

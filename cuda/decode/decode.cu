@@ -23,6 +23,12 @@ namespace {
 constexpr int kMaxTilesPerSplit = 32;
 // The partial outputs stay below this even when no attention_metadata bounds max_kv_len.
 constexpr size_t kMaxPartialBytes = (size_t)256 << 20;
+// No token's key range reaches this: past_seqlens, positions and cumulative lengths are int32, so
+// kv_len and position + 1 stay below 2^31 + 2^32. Splits are laid out over at most this many keys,
+// which keeps every tile count (int32 in decode_params and the kernels) in range for any table.
+constexpr int64_t kMaxReachableKeys = (int64_t)1 << 33;
+// gridDim.y and gridDim.z limit
+constexpr int64_t kMaxGridY = 65535;
 
 struct decode_variant {
   cudaError_t (*set_smem)(int smem_bytes);
@@ -102,6 +108,10 @@ int smem_bytes_of(const pa__problem *p) {
   return decode_smem_bytes(p->head_size, (int)pa_dtype_size(p->k_cache_dtype));
 }
 
+int tiles_per_split_for(const pa__problem *p, const pa_device_caps *caps, int smem_bytes,
+                        int head_chunks);
+int num_split_slots_for(const pa__problem *p, int tiles_per_split);
+
 pa_status decode_check(const pa__problem *p, const pa_device_caps *caps, char *why,
                        size_t why_size) {
   if (p->input_mode == PA__MODE_LATENT) return unsupported(why, why_size, "LATENT");
@@ -128,9 +138,19 @@ pa_status decode_check(const pa__problem *p, const pa_device_caps *caps, char *w
                        "device allows %lld)",
                        p->head_size, smem_bytes_of(p),
                        (long long)caps->max_shared_memory_per_block_optin);
-  if (p->token_count * p->kv_num_heads * ceil_div(p->group_size, kDecodeHeadsPerCta) > INT32_MAX)
+  // Launch dimensions (the ones run uses): the static grid's x = token_count * cta_heads, y = the
+  // split slots; the merge's x = token_count, y = num_heads. The work-list grid is smaller.
+  const int head_chunks = (int)ceil_div(p->group_size, kDecodeHeadsPerCta);
+  if (p->token_count * p->kv_num_heads * head_chunks > INT32_MAX)
     return unsupported(why, why_size, "token_count %lld with %d KV heads (grid too large)",
                        (long long)p->token_count, p->kv_num_heads);
+  const int slots =
+      num_split_slots_for(p, tiles_per_split_for(p, caps, smem_bytes_of(p), head_chunks));
+  if (slots > 1 && p->num_heads > kMaxGridY)
+    return unsupported(why, why_size,
+                       "num_heads %d with %d KV splits (the merge grid's gridDim.y is num_heads, at "
+                       "most %lld)",
+                       p->num_heads, slots, (long long)kMaxGridY);
   return PA_SUCCESS;
 }
 
@@ -150,19 +170,27 @@ int64_t ctas_per_sm_of(const pa_device_caps *caps, int smem_bytes, const pa__pro
 // loose; the bound only decides how many split slots the grid has (and the workspace).
 int tiles_per_split_for(const pa__problem *p, const pa_device_caps *caps, int smem_bytes,
                         int head_chunks) {
+  const int64_t reach = std::min<int64_t>((int64_t)p->max_blocks_per_seq * p->block_size,
+                                          kMaxReachableKeys);
   const int64_t sms = caps->multiprocessor_count > 0 ? caps->multiprocessor_count : 1;
   const int64_t target_ctas = 2 * sms * ctas_per_sm_of(caps, smem_bytes, p);
   const int64_t units = std::max<int64_t>(1, p->token_count * p->kv_num_heads * head_chunks);
-  const int64_t capacity_tiles =
-      ceil_div((int64_t)p->max_blocks_per_seq * p->block_size, kDecodeTileKeys);
+  const int64_t capacity_tiles = ceil_div(reach, kDecodeTileKeys);  // <= 2^27
   const int64_t splits_wanted = ceil_div(target_ctas, units);
   int64_t tiles = std::min<int64_t>(kMaxTilesPerSplit, ceil_div(capacity_tiles, splits_wanted));
-  tiles = std::max<int64_t>(tiles, ceil_div(capacity_tiles, 65535));  // gridDim.y
+  tiles = std::max<int64_t>(tiles, ceil_div(capacity_tiles, kMaxGridY));  // gridDim.y
   const int64_t slot_bytes =
       std::max<int64_t>(1, p->token_count * p->num_heads * ((int64_t)p->head_size * 4 + 8));
   const int64_t max_slots = std::max<int64_t>(1, (int64_t)kMaxPartialBytes / slot_bytes);
   tiles = std::max<int64_t>(tiles, ceil_div(capacity_tiles, max_slots));
   return (int)std::max<int64_t>(1, tiles);
+}
+
+// Split slots of the grid: the bound's tiles cut into splits (<= kMaxGridY by tiles_per_split_for).
+int num_split_slots_for(const pa__problem *p, int tiles_per_split) {
+  const int64_t bound_tiles =
+      ceil_div(std::min<int64_t>(p->max_kv_len, kMaxReachableKeys), kDecodeTileKeys);
+  return (int)std::max<int64_t>(1, ceil_div(bound_tiles, tiles_per_split));
 }
 
 // The kernels' parameters that depend only on the plan (the call's pointers stay NULL).
@@ -209,8 +237,7 @@ pa_status decode_plan(pa_plan *plan, int setup_device) {
   s->smem_bytes = smem_bytes_of(p);
   const int head_chunks = (int)ceil_div(p->group_size, kDecodeHeadsPerCta);
   const int tiles_per_split = tiles_per_split_for(p, &plan->caps, s->smem_bytes, head_chunks);
-  const int64_t bound_tiles = ceil_div(p->max_kv_len, kDecodeTileKeys);
-  const int num_split_slots = (int)std::max<int64_t>(1, ceil_div(bound_tiles, tiles_per_split));
+  const int num_split_slots = num_split_slots_for(p, tiles_per_split);
   const int64_t cta_heads = (int64_t)p->kv_num_heads * head_chunks;
   const int64_t items = p->token_count * num_split_slots;  // the most work items a step can have
   s->work_list = num_split_slots > 1 && p->token_count > 1;

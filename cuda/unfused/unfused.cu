@@ -19,7 +19,13 @@
 // data). Cost: gathers and scratch twice the size of T ones, and products on fp32 units, not tensor
 // cores.
 // Every extent comes from static shapes and the clamped bounds (max_query_len, max_kv_len), so the
-//
+// launches are the same for every replay.
+// Workspace: steps 1-5 run per chunk of sequences (and of query rows) whose sizes are fixed at plan
+// time so that the scratch stays within kUnfusedWorkspaceBudget (launch_extents.cuh,
+// choose_chunking): the keys of a chunk of sequences are gathered once, then each chunk of their
+// query rows runs steps 1 and 3-5; a chunk holds whole score rows over all of its sequences' keys,
+// so no sum depends on the chunking. Tokens that no chunk computes (of no sequence, or beyond
+// max_query_len in theirs) get zeros once per step (clear_ungathered_kernel).
 // This file is the launcher: the backend ops (check / plan / run / destroy). The kernels are in
 // unfused_kernel.cuh, the extents and workspace regions in launch_extents.cuh, the cuBLASLt
 // descriptors in cublaslt_gemm.cu. Plan time fixes the extents, the regions, the kernel
@@ -29,6 +35,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <atomic>
 #include <new>
 
 #include "../launch_common.cuh"
@@ -44,15 +51,33 @@ namespace {
 constexpr int64_t kMaxGrid = (int64_t)1 << 20;
 
 struct unfused_state;
+// The launches of one stage (unfused_stage) for one chunk (a.seq0, a.q0).
 typedef void (*unfused_launcher)(const unfused_state &st, const unfused_params &a,
                                  cudaStream_t stream, int stage);
+enum unfused_stage {
+  kStageClear,     // once per step: outputs of the tokens no chunk computes
+  kStageKeys,      // per chunk of sequences: the key (and value) gather
+  kStageQueries,   // per chunk of query rows: the query gather (then the scores GEMM)
+  kStageAfterGemm  // per chunk of query rows: softmax, O = P V, scatter
+};
+
+// The test hook's limits (pa__unfused_set_test_limits): 0 = the default budget, no caps.
+std::atomic<uint64_t> test_budget{0};
+std::atomic<int64_t> test_max_chunk_seqs{0}, test_max_chunk_q{0};
+
+unfused_limits current_limits() {
+  const uint64_t budget = test_budget.load(std::memory_order_relaxed);
+  return {budget ? budget : kUnfusedWorkspaceBudget,
+          test_max_chunk_seqs.load(std::memory_order_relaxed),
+          test_max_chunk_q.load(std::memory_order_relaxed)};
+}
 
 struct unfused_state {
   unfused_extents extents;
   unfused_regions regions;
   unfused_params params;  // every field but the pointers
   // grids (blocks), from the extents
-  unsigned query_blocks, key_blocks, softmax_blocks, weighted_blocks, scatter_blocks;
+  unsigned clear_blocks, query_blocks, key_blocks, softmax_blocks, weighted_blocks;
   unfused_launcher launch;  // the kernels of T and the cache type (launch_kernels<T, C>)
   cublasLtHandle_t handle;
   gemm_plan scores_gemm;  // S^T = K_g x Q_g^T:   m = kv_rows, n = q_rows, k = head_size
@@ -88,19 +113,24 @@ void destroy_state(unfused_state *st) {
   delete st;
 }
 
-// The kernels of one step for T and the cache type C: stage 0 the gathers, stage 1 (after the
-// scores GEMM) the softmax, O = P V and the scatter.
+// The kernels of one stage (unfused_stage) for T and the cache type C.
 template <typename T, typename C>
 void launch_kernels(const unfused_state &st, const unfused_params &a, cudaStream_t stream,
                     int stage) {
-  if (stage == 0) {
+  switch (stage) {
+  case kStageClear:
+    clear_ungathered_kernel<T><<<st.clear_blocks, kCopyThreads, 0, stream>>>(a);
+    break;
+  case kStageKeys: gather_keys_kernel<C><<<st.key_blocks, kCopyThreads, 0, stream>>>(a); break;
+  case kStageQueries:
     gather_queries_kernel<T><<<st.query_blocks, kCopyThreads, 0, stream>>>(a);
-    gather_keys_kernel<C><<<st.key_blocks, kCopyThreads, 0, stream>>>(a);
-    return;
+    break;
+  default:
+    masked_softmax_kernel<T><<<st.softmax_blocks, kRowThreads, 0, stream>>>(a);
+    weighted_values_kernel<<<st.weighted_blocks, kWeightedThreads, 0, stream>>>(a);
+    scatter_output_kernel<T><<<st.query_blocks, kCopyThreads, 0, stream>>>(a);
+    break;
   }
-  masked_softmax_kernel<T><<<st.softmax_blocks, kRowThreads, 0, stream>>>(a);
-  weighted_values_kernel<<<st.weighted_blocks, kWeightedThreads, 0, stream>>>(a);
-  scatter_output_kernel<T><<<st.scatter_blocks, kCopyThreads, 0, stream>>>(a);
 }
 
 template <typename T>
@@ -127,8 +157,12 @@ void fill_params(const pa__problem *p, unfused_state *st) {
   a.kv = paged_kv_layout_of(*p);
   a.tokens = p->token_count;
   a.max_q = e.max_q;
-  a.q_rows = e.q_rows;
   a.kv_rows = e.kv_rows;
+  a.chunk_seqs = (int32_t)e.chunk_seqs;
+  a.chunk_q = e.chunk_q;
+  a.q_rows = e.q_rows;
+  a.seq0 = 0;
+  a.q0 = 0;
   a.v_row_stride = p->input_mode == PA__MODE_LATENT ? p->head_size : p->v_head_size;
   a.window_clamp = e.window_clamp;
   a.window = p->window;
@@ -145,35 +179,38 @@ void fill_params(const pa__problem *p, unfused_state *st) {
   a.bias_q_capacity = p->bias_q_capacity;
   a.bias_kv_capacity = p->bias_kv_capacity;
 
-  const int64_t key_rows = (int64_t)a.batch * a.kv_rows;
-  const int64_t score_rows = (int64_t)a.batch * a.kv_heads * a.q_rows;
-  const int64_t output_tiles = (int64_t)a.batch * a.kv_heads *
+  // per chunk
+  const int64_t key_rows = (int64_t)a.chunk_seqs * a.kv_rows;
+  const int64_t query_rows = (int64_t)a.chunk_seqs * a.chunk_q;
+  const int64_t score_rows = (int64_t)a.chunk_seqs * a.kv_heads * a.q_rows;
+  const int64_t output_tiles = (int64_t)a.chunk_seqs * a.kv_heads *
                                ((a.q_rows + kWeightedTile - 1) / kWeightedTile) *
                                ((a.v_head_size + kWeightedTile - 1) / kWeightedTile);
-  st->query_blocks = (unsigned)min64(a.tokens, kMaxGrid);
+  st->clear_blocks = (unsigned)min64(a.tokens, kMaxGrid);
+  st->query_blocks = (unsigned)min64(query_rows, kMaxGrid);
   st->key_blocks = (unsigned)min64(key_rows, kMaxGrid);
   st->softmax_blocks = (unsigned)min64(score_rows, kMaxGrid);
   st->weighted_blocks = (unsigned)min64(output_tiles, kMaxGrid);
-  st->scatter_blocks = (unsigned)min64(a.tokens, kMaxGrid);
 }
 
 // ---- backend ops ---------------------------------------------------------------------------------
 
+// The refusal when not even one sequence with one query row fits the budget.
+void describe_refusal(char *why, size_t why_size, uint64_t smallest, uint64_t budget,
+                      const unfused_extents &e) {
+  snprintf(why, why_size,
+           "a step whose smallest chunk (1 sequence, 1 query row, %lld key rows) needs %llu "
+           "bytes of workspace, above UNFUSED's budget of %llu bytes (a tighter "
+           "attention_metadata max_kv_len shrinks it)",
+           (long long)e.kv_rows, (unsigned long long)smallest, (unsigned long long)budget);
+}
+
 pa_status unfused_check(const pa__problem *p, const pa_device_caps *, char *why, size_t why_size) {
-  const unfused_extents e = extents_for(p);
-  if (e.batches > INT32_MAX) {
-    snprintf(why, why_size, "batch_size * kv_num_heads = %lld (cuBLASLt batch count is int32)",
-             (long long)e.batches);
-    return PA_ERROR_NOT_SUPPORTED;
-  }
-  pa__workspace_layout scratch = {};
-  unfused_regions regions;
-  uint64_t bytes;
-  if (!add_unfused_regions(p, e, &scratch, &regions, &bytes)) {
-    snprintf(why, why_size,
-             "a workspace of %llu bytes, which exceeds 2^40 (tighter attention_metadata "
-             "bounds shrink it)",
-             (unsigned long long)bytes);
+  const unfused_limits limits = current_limits();
+  unfused_extents e;
+  uint64_t smallest = 0;
+  if (!extents_for(p, limits, &e, &smallest)) {
+    describe_refusal(why, why_size, smallest, limits.budget, e);
     return PA_ERROR_NOT_SUPPORTED;
   }
   return PA_SUCCESS;
@@ -189,12 +226,17 @@ pa_status unfused_plan(pa_plan *plan, int setup_device) {
   if (!st->launch)
     return pa__fail(PA_ERROR_INTERNAL, "UNFUSED: no kernel for key_cache dtype %d after check",
                     (int)p->k_cache_dtype);
-  st->extents = extents_for(p);
+  const unfused_limits limits = current_limits();
+  uint64_t bytes = 0;
+  if (!extents_for(p, limits, &st->extents, &bytes)) {
+    char why[256];
+    describe_refusal(why, sizeof why, bytes, limits.budget, st->extents);
+    return pa__fail(PA_ERROR_NOT_SUPPORTED, "backend UNFUSED does not serve %s", why);
+  }
   fill_params(p, st);
   if (p->token_count == 0) return PA_SUCCESS;  // pa_execute launches nothing: no scratch
-  uint64_t bytes;
   if (!add_unfused_regions(p, st->extents, &plan->workspace, &st->regions, &bytes))
-    return pa__fail(PA_ERROR_NOT_SUPPORTED, "UNFUSED: workspace of %llu bytes exceeds 2^40",
+    return pa__fail(PA_ERROR_NOT_SUPPORTED, "UNFUSED: workspace of %llu bytes overflows",
                     (unsigned long long)bytes);
   if (!setup_device) return PA_SUCCESS;
   // Heuristics consult the current device: make it the plan's for the duration.
@@ -237,12 +279,26 @@ pa_status unfused_run(const pa_plan *plan, const pa__io *io, pa__stream stream) 
   a.out_gathered = static_cast<float *>(pa__workspace_at(w, r.out_gathered, workspace));
   a.key_mapped = static_cast<uint8_t *>(pa__workspace_at(w, r.key_mapped, workspace));
 
+  void *cublas_workspace = pa__workspace_at(w, r.cublas, workspace);
+
+  // The chunks in order on the one stream, reusing the scratch (launch_extents.cuh: their count
+  // and sizes are fixed at plan time).
+  const unfused_extents &e = st->extents;
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
-  st->launch(*st, a, s, 0);
-  pa_status status = run_gemm(st->handle, st->scores_gemm, a.k_gathered, a.q_gathered, a.scores,
-                              pa__workspace_at(w, r.cublas, workspace), s, "scores GEMM");
-  if (status != PA_SUCCESS) return status;
-  st->launch(*st, a, s, 1);
+  st->launch(*st, a, s, kStageClear);
+  for (int64_t seq_chunk = 0; seq_chunk < e.seq_chunks; seq_chunk++) {
+    a.seq0 = (int32_t)(seq_chunk * e.chunk_seqs);
+    a.q0 = 0;
+    st->launch(*st, a, s, kStageKeys);
+    for (int64_t q_chunk = 0; q_chunk < e.q_chunks; q_chunk++) {
+      a.q0 = q_chunk * e.chunk_q;
+      st->launch(*st, a, s, kStageQueries);
+      const pa_status status = run_gemm(st->handle, st->scores_gemm, a.k_gathered, a.q_gathered,
+                                        a.scores, cublas_workspace, s, "scores GEMM");
+      if (status != PA_SUCCESS) return status;
+      st->launch(*st, a, s, kStageAfterGemm);
+    }
+  }
   const cudaError_t launch = cudaGetLastError();
   if (launch != cudaSuccess)
     return pa__fail(PA_ERROR_CUDA, "UNFUSED: kernel launch failed: %s", cudaGetErrorString(launch));
@@ -257,6 +313,25 @@ void unfused_destroy(pa_plan *plan) {
 }  // namespace
 }  // namespace detail
 }  // namespace pa
+
+// Test hooks (lib/internal.h).
+extern "C" void pa__unfused_set_test_limits(uint64_t budget_bytes, int64_t max_chunk_sequences,
+                                            int64_t max_chunk_queries) {
+  pa::detail::test_budget.store(budget_bytes, std::memory_order_relaxed);
+  pa::detail::test_max_chunk_seqs.store(max_chunk_sequences, std::memory_order_relaxed);
+  pa::detail::test_max_chunk_q.store(max_chunk_queries, std::memory_order_relaxed);
+}
+
+extern "C" int pa__unfused_chunking(const pa_plan *plan, pa__unfused_chunks *out) {
+  if (!plan || plan->backend != PA_BACKEND_UNFUSED || !plan->backend_state) return 0;
+  const pa::detail::unfused_extents &e =
+      static_cast<const pa::detail::unfused_state *>(plan->backend_state)->extents;
+  out->sequences_per_chunk = e.chunk_seqs;
+  out->sequence_chunks = e.seq_chunks;
+  out->query_rows_per_chunk = e.chunk_q;
+  out->query_chunks = e.q_chunks;
+  return 1;
+}
 
 extern "C" const pa__backend_ops pa__unfused_backend = {
     PA_BACKEND_UNFUSED,

@@ -21,12 +21,19 @@ constexpr int kCopyThreads = 128;  // gathers and scatter: one block per row
 __host__ __device__ inline int64_t min64(int64_t x, int64_t y) { return x < y ? x : y; }
 __host__ __device__ inline int64_t max64(int64_t x, int64_t y) { return x > y ? x : y; }
 
-// Everything the kernels read: shapes, device inputs, workspace regions. Passed by value. The
-// launcher fills every field but the pointers at plan time, and the pointers at run time.
+// Everything the kernels read: shapes, device inputs, workspace regions, the chunk. Passed by
+// value. The launcher fills every field but the pointers and the chunk at plan time, the pointers
+// at run time, and the chunk (seq0, q0) before each launch. The workspace holds one chunk: its
+// sequences seq0 + s, s < chunk_seqs (those >= batch are empty), and their query rows q0 + i,
+// i < chunk_q (rows >= max_q are not computed: their tokens get zeros, clear_ungathered_kernel).
 struct unfused_params {
   paged_kv_layout kv;  // the cache geometry (common/paged_kv.cuh)
   int32_t batch, heads, kv_heads, group, head_size, v_head_size;
-  int64_t tokens, max_q, q_rows, kv_rows;
+  int64_t tokens, max_q, kv_rows;
+  int32_t chunk_seqs;
+  int64_t chunk_q, q_rows;  // q_rows = group * chunk_q: rows per (sequence, KV head) of a chunk
+  int32_t seq0;             // the chunk's first sequence
+  int64_t q0;               // the chunk's first query row (index among a sequence's new tokens)
   int64_t v_row_stride;  // floats between V_g rows: head_size in LATENT (V lies in K_g)
   int32_t window_clamp, window, is_causal;
   float scale, softcap;
@@ -48,8 +55,23 @@ struct unfused_params {
   float *q_gathered, *k_gathered, *v_gathered;  // v_gathered == k_gathered in LATENT
   float *scores;                                // P is written over each row in place
   float *out_gathered;
-  uint8_t *key_mapped;                          // [b][kv_rows]: 1 = a mapped key inside the range
+  uint8_t *key_mapped;                          // [s][kv_rows]: 1 = a mapped key inside the range
 };
+
+// Sequence seq0 + s of the chunk; an empty one beyond the batch (the last chunk's padding).
+__device__ sequence_span chunk_sequence(const unfused_params &a, int s) {
+  const int64_t b = (int64_t)a.seq0 + s;
+  if (b >= a.batch) return sequence_span{0, 0, 0, 0};
+  return load_sequence_span(a.cu_seqlens, a.past_seqlens, (int32_t)b);
+}
+
+// The token of query row j of a sequence, or -1 when the row is padding (j >= q_len), beyond the
+// bound max_q, or outside the token rows.
+__device__ int64_t row_token(const unfused_params &a, const sequence_span &span, int64_t j) {
+  if (j >= span.q_len || j >= a.max_q) return -1;
+  const int64_t t = span.first_token + j;
+  return t >= 0 && t < a.tokens ? t : -1;
+}
 
 // The keys of a sequence that were gathered: positions [start, start + count). With window_clamp
 // (a causal window, positions implied by past_seqlens) the gather starts at the first key the
@@ -85,22 +107,20 @@ __device__ void gather_cache_row(float *dst, int64_t dst_head_stride, const C *c
   }
 }
 
-// One block per (sequence b, gathered row c): key position start + c.
+// One block per (chunk sequence s, gathered row c): key position start + c of sequence seq0 + s.
 template <typename C>
 __global__ void gather_keys_kernel(unfused_params a) {
-  for (int64_t row = blockIdx.x; row < (int64_t)a.batch * a.kv_rows; row += gridDim.x) {
-    const int b = (int)(row / a.kv_rows);
+  for (int64_t row = blockIdx.x; row < (int64_t)a.chunk_seqs * a.kv_rows; row += gridDim.x) {
+    const int s = (int)(row / a.kv_rows);
     const int64_t c = row % a.kv_rows;
-    const gathered_key_rows keys =
-        gathered_keys(a, load_sequence_span(a.cu_seqlens, a.past_seqlens, b));
+    const gathered_key_rows keys = gathered_keys(a, chunk_sequence(a, s));
     const int64_t key = keys.start + c;
+    const int64_t b = a.seq0 + s;  // < batch whenever keys.count > 0
     const int32_t block_id =
-        c < keys.count
-            ? kv_block_id(a.kv, a.block_table + (int64_t)b * a.kv.max_blocks_per_seq, key)
-            : -1;
+        c < keys.count ? kv_block_id(a.kv, a.block_table + b * a.kv.max_blocks_per_seq, key) : -1;
     if (threadIdx.x == 0) a.key_mapped[row] = block_id >= 0;
     const int64_t head_stride = a.kv_rows * a.head_size;
-    const int64_t first = (int64_t)b * a.kv_heads * head_stride + c * a.head_size;
+    const int64_t first = (int64_t)s * a.kv_heads * head_stride + c * a.head_size;
     gather_cache_row(a.k_gathered + first, head_stride, static_cast<const C *>(a.key_cache), a.kv,
                      block_id, key, a.k_scale, a.k_quant);
     if (a.value_cache)
@@ -109,24 +129,25 @@ __global__ void gather_keys_kernel(unfused_params a) {
   }
 }
 
-// Row of Q_g / O_g that holds query head h of token j of sequence b.
-__device__ int64_t gathered_query_row(const unfused_params &a, int b, int h, int64_t j) {
-  return ((int64_t)b * a.kv_heads + h / a.group) * a.q_rows + (int64_t)(h % a.group) * a.max_q + j;
+// Row of Q_g / O_g that holds query head h of query row q0 + i of chunk sequence s.
+__device__ int64_t gathered_query_row(const unfused_params &a, int s, int h, int64_t i) {
+  return ((int64_t)s * a.kv_heads + h / a.group) * a.q_rows + (int64_t)(h % a.group) * a.chunk_q +
+         i;
 }
 
-// One block per token; tokens of no sequence, or beyond max_q in theirs, are not gathered.
+// One block per (chunk sequence s, chunk query row i); rows without a token are not gathered.
 template <typename T>
 __global__ void gather_queries_kernel(unfused_params a) {
-  for (int64_t t = blockIdx.x; t < a.tokens; t += gridDim.x) {
-    const int b = token_sequence(a.cu_seqlens, a.batch, t);
-    if (b < 0) continue;
-    const int64_t j = t - a.cu_seqlens[b];
-    if (j >= a.max_q) continue;
+  for (int64_t row = blockIdx.x; row < (int64_t)a.chunk_seqs * a.chunk_q; row += gridDim.x) {
+    const int s = (int)(row / a.chunk_q);
+    const int64_t i = row % a.chunk_q;
+    const int64_t t = row_token(a, chunk_sequence(a, s), a.q0 + i);
+    if (t < 0) continue;
     const T *src = static_cast<const T *>(a.q_attn) + t * a.q_row_stride;
-    for (int i = threadIdx.x; i < a.heads * a.head_size; i += blockDim.x) {
-      const int h = i / a.head_size;
-      a.q_gathered[gathered_query_row(a, b, h, j) * a.head_size + i % a.head_size] =
-          to_float(src[i]);
+    for (int e = threadIdx.x; e < a.heads * a.head_size; e += blockDim.x) {
+      const int h = e / a.head_size;
+      a.q_gathered[gathered_query_row(a, s, h, i) * a.head_size + e % a.head_size] =
+          to_float(src[e]);
     }
   }
 }
@@ -184,22 +205,26 @@ __device__ float key_logit(const unfused_params &a, float dot, bool mapped,
   return s;
 }
 
-// One block per row of S (sequence b, KV head, member of the group, query j). Padding rows get P = 0.
-// Pass 1 turns dot products into logits (masked = -inf), pass 2 sums, pass 3 writes P over them; each
-// thread reads and writes only its own elements, so the passes need no barrier of their own.
+// One block per row of S (chunk sequence s, KV head, member of the group, query row q0 + i).
+// Padding rows get P = 0. Pass 1 turns dot products into logits (masked = -inf), pass 2 sums, pass
+// 3 writes P over them; each thread reads and writes only its own elements, so the passes need no
+// barrier of their own. A row's columns, their threads and the reduction tree depend on the
+// sequence only (columns are keys from its first gathered one), never on the bounds or the chunk.
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads) masked_softmax_kernel(unfused_params a) {
   __shared__ float reduce_scratch[kRowThreads / 32];
   const int64_t rows_per_sequence = (int64_t)a.kv_heads * a.q_rows;
-  for (int64_t row = blockIdx.x; row < (int64_t)a.batch * rows_per_sequence; row += gridDim.x) {
-    const int b = (int)(row / rows_per_sequence);
+  for (int64_t row = blockIdx.x; row < (int64_t)a.chunk_seqs * rows_per_sequence;
+       row += gridDim.x) {
+    const int s = (int)(row / rows_per_sequence);
+    const int b = a.seq0 + s;
     const int64_t r = row % rows_per_sequence % a.q_rows;
-    const int h = (int)(row % rows_per_sequence / a.q_rows) * a.group + (int)(r / a.max_q);
-    const int64_t j = r % a.max_q;
+    const int h = (int)(row % rows_per_sequence / a.q_rows) * a.group + (int)(r / a.chunk_q);
+    const int64_t j = a.q0 + r % a.chunk_q;
     float *scores = a.scores + row * a.kv_rows;
-    const sequence_span span = load_sequence_span(a.cu_seqlens, a.past_seqlens, b);
-    const int64_t t = span.first_token + j;
-    if (j >= span.q_len || t < 0 || t >= a.tokens) {
+    const sequence_span span = chunk_sequence(a, s);
+    const int64_t t = row_token(a, span, j);
+    if (t < 0) {
       for (int64_t c = threadIdx.x; c < a.kv_rows; c += blockDim.x) scores[c] = 0.0f;
       continue;
     }
@@ -211,11 +236,11 @@ __global__ void __launch_bounds__(kRowThreads) masked_softmax_kernel(unfused_par
     float row_max = -INFINITY;
     for (int64_t c = threadIdx.x; c < a.kv_rows; c += blockDim.x) {
       const int64_t k = keys.start + c;
-      const float s = key_logit<T>(a, scores[c], a.key_mapped[(int64_t)b * a.kv_rows + c] != 0,
+      const float x = key_logit<T>(a, scores[c], a.key_mapped[(int64_t)s * a.kv_rows + c] != 0,
                                    admitted, b, h, j, k);
-      scores[c] = s;
-      row_max = max_op()(row_max, s);
-      if (a.qk_output == 1 && k < a.qk_capacity) store_qk(a, qk_row + k, s);
+      scores[c] = x;
+      row_max = max_op()(row_max, x);
+      if (a.qk_output == 1 && k < a.qk_capacity) store_qk(a, qk_row + k, x);
     }
     if (a.qk_output)  // positions outside the gathered range
       for (int64_t k = threadIdx.x; k < a.qk_capacity; k += blockDim.x)
@@ -233,8 +258,8 @@ __global__ void __launch_bounds__(kRowThreads) masked_softmax_kernel(unfused_par
     if (a.head_sink) den += expf(sink - m);
 
     for (int64_t c = threadIdx.x; c < a.kv_rows; c += blockDim.x) {
-      const float s = scores[c];
-      const float prob = any_admitted && s != -INFINITY ? expf(s - m) / den : 0.0f;
+      const float x = scores[c];
+      const float prob = any_admitted && x != -INFINITY ? expf(x - m) / den : 0.0f;
       scores[c] = prob;
       if (a.qk_output == 2 && keys.start + c < a.qk_capacity)
         store_qk(a, qk_row + keys.start + c, prob);
@@ -242,9 +267,10 @@ __global__ void __launch_bounds__(kRowThreads) masked_softmax_kernel(unfused_par
   }
 }
 
-// O = P V_g for one (sequence, KV head) per tile of kWeightedTile rows x kWeightedTile channels.
-// Each thread sums its outputs over the sequence's own gathered keys in key order, one fmaf per
-// key, so an output depends on the keys' values and P only, never on the bounds (kv_rows, q_rows).
+// O = P V_g for one (chunk sequence, KV head) per tile of kWeightedTile rows x kWeightedTile
+// channels. Each thread sums its outputs over the sequence's own gathered keys in key order, one
+// fmaf per key, so an output depends on the keys' values and P only, never on the bounds (kv_rows,
+// q_rows) or the chunk.
 constexpr int kWeightedTile = 64;
 constexpr int kWeightedKeys = 16;                   // keys staged in shared memory per step
 constexpr int kWeightedSide = 16;                   // 16 x 16 threads,
@@ -256,16 +282,14 @@ __global__ void __launch_bounds__(kWeightedThreads) weighted_values_kernel(unfus
   __shared__ float v_tile[kWeightedKeys][kWeightedTile];      // [key][channel]
   const int64_t row_tiles = (a.q_rows + kWeightedTile - 1) / kWeightedTile;
   const int64_t channel_tiles = (a.v_head_size + kWeightedTile - 1) / kWeightedTile;
-  const int64_t tiles = (int64_t)a.batch * a.kv_heads * row_tiles * channel_tiles;
+  const int64_t tiles = (int64_t)a.chunk_seqs * a.kv_heads * row_tiles * channel_tiles;
   const int tx = threadIdx.x % kWeightedSide, ty = threadIdx.x / kWeightedSide;
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const int64_t batch = tile / (row_tiles * channel_tiles);  // b * kv_heads + kv_head
+    const int64_t batch = tile / (row_tiles * channel_tiles);  // s * kv_heads + kv_head
     const int64_t within = tile % (row_tiles * channel_tiles);
     const int64_t row0 = within / channel_tiles * kWeightedTile;
     const int64_t channel0 = within % channel_tiles * kWeightedTile;
-    const int64_t keys =
-        gathered_keys(a, load_sequence_span(a.cu_seqlens, a.past_seqlens, (int)(batch / a.kv_heads)))
-            .count;
+    const int64_t keys = gathered_keys(a, chunk_sequence(a, (int)(batch / a.kv_heads))).count;
     const float *probs = a.scores + batch * a.q_rows * a.kv_rows;
     const float *values = a.v_gathered + batch * a.kv_rows * a.v_row_stride;
     float acc[kWeightedPerThread][kWeightedPerThread] = {};
@@ -301,23 +325,35 @@ __global__ void __launch_bounds__(kWeightedThreads) weighted_values_kernel(unfus
   }
 }
 
-// One block per token: its output row from O_g, or zeros (and masked output_qk rows) for a token that
-// no sequence owns or that lies beyond max_q in its sequence.
+// One block per (chunk sequence s, chunk query row i): its token's output row from O_g.
 template <typename T>
 __global__ void scatter_output_kernel(unfused_params a) {
   const int64_t row_elems = (int64_t)a.heads * a.v_head_size;
+  for (int64_t row = blockIdx.x; row < (int64_t)a.chunk_seqs * a.chunk_q; row += gridDim.x) {
+    const int s = (int)(row / a.chunk_q);
+    const int64_t i = row % a.chunk_q;
+    const int64_t t = row_token(a, chunk_sequence(a, s), a.q0 + i);
+    if (t < 0) continue;
+    T *out = static_cast<T *>(a.output) + t * row_elems;
+    for (int64_t e = threadIdx.x; e < row_elems; e += blockDim.x) {
+      const int h = (int)(e / a.v_head_size);
+      out[e] = from_float<T>(
+          a.out_gathered[gathered_query_row(a, s, h, i) * a.v_head_size + e % a.v_head_size]);
+    }
+  }
+}
+
+// One block per token, once per step: zeros (and masked output_qk rows) for a token that no
+// sequence owns or that lies beyond max_q in its sequence; the chunks' scatters write every other.
+template <typename T>
+__global__ void clear_ungathered_kernel(unfused_params a) {
+  const int64_t row_elems = (int64_t)a.heads * a.v_head_size;
   for (int64_t t = blockIdx.x; t < a.tokens; t += gridDim.x) {
     const int b = token_sequence(a.cu_seqlens, a.batch, t);
-    const int64_t j = b >= 0 ? t - a.cu_seqlens[b] : 0;
-    const bool gathered = b >= 0 && j < a.max_q;
+    if (b >= 0 && t - a.cu_seqlens[b] < a.max_q) continue;
     T *out = static_cast<T *>(a.output) + t * row_elems;
-    for (int64_t i = threadIdx.x; i < row_elems; i += blockDim.x) {
-      const int h = (int)(i / a.v_head_size);
-      out[i] = gathered ? from_float<T>(a.out_gathered[gathered_query_row(a, b, h, j) *
-                                                           a.v_head_size + i % a.v_head_size])
-                        : from_float<T>(0.0f);
-    }
-    if (!gathered && a.qk_output)
+    for (int64_t e = threadIdx.x; e < row_elems; e += blockDim.x) out[e] = from_float<T>(0.0f);
+    if (a.qk_output)
       for (int h = 0; h < a.heads; h++)
         for (int64_t k = threadIdx.x; k < a.qk_capacity; k += blockDim.x)
           store_qk(a, ((int64_t)h * a.tokens + t) * a.qk_capacity + k,

@@ -1,6 +1,9 @@
 /* The GPU test harness (see harness.h): seeded inputs, pa_execute against pa_execute_reference on
  * host copies of the same inputs, and the comparisons of doc/development.md ("Oracles and tolerances"). */
+#define _POSIX_C_SOURCE 200809L /* pthread barriers (gpu_case_run_concurrent) */
 #include "harness.h"
+
+#include <pthread.h>
 
 #include <math.h>
 #include <stdarg.h>
@@ -172,6 +175,7 @@ typedef struct fixture {
   int32_t ring_n;      /* ring-buffer run: physical blocks per sequence (0: full cache) */
   int32_t *ring;       /* ring-buffer run: (B, ring_n) block ids */
   pa_plan *plan;
+  const pa_plan *exec_plan; /* executed instead of plan when set (a plan shared between runs) */
   void *workspace;
   size_t workspace_bytes;
   cudaStream_t stream;
@@ -798,8 +802,8 @@ static void end_step(fixture *f) {
 static int launch(fixture *f, int step) {
   void *outputs[PA_NUM_OUTPUTS] = {f->d_out[PA_OUT_OUTPUT], f->d_out[PA_OUT_KEY_CACHE],
                                    f->d_out[PA_OUT_VALUE_CACHE], f->d_out[PA_OUT_QK]};
-  pa_status st = pa_execute(f->plan, (const void *const *)f->d_in, outputs, f->workspace,
-                            f->workspace_bytes, f->stream);
+  pa_status st = pa_execute(f->exec_plan ? f->exec_plan : f->plan, (const void *const *)f->d_in,
+                            outputs, f->workspace, f->workspace_bytes, f->stream);
   if (st == PA_SUCCESS) return 1;
   char msg[512];
   pa_last_error_message(msg, sizeof msg);
@@ -929,6 +933,91 @@ int gpu_case_run_metadata_invariance(const gpu_case *c, pa_backend backend, unsi
   }
   int result = run_lockstep(runs, 3, 1, 0);
   for (int i = 0; i < 3; i++) fixture_free(&runs[i]);
+  return result;
+}
+
+/* ---- threads and streams --------------------------------------------------------------------- */
+
+typedef struct concurrent_run {
+  fixture *f;
+  int index;
+  pthread_barrier_t *barrier;
+  int ok;
+} concurrent_run;
+
+/* One thread: a failure of its own (a workspace misaligned by index + 1 bytes), a barrier so that
+ * every thread has failed before any reads its message, the check that the message is its own, then
+ * its step: upload, pa_execute of the shared plan on its stream, download. */
+static void *concurrent_thread(void *arg) {
+  concurrent_run *run = arg;
+  fixture *f = run->f;
+  void *outputs[PA_NUM_OUTPUTS] = {f->d_out[PA_OUT_OUTPUT], f->d_out[PA_OUT_KEY_CACHE],
+                                   f->d_out[PA_OUT_VALUE_CACHE], f->d_out[PA_OUT_QK]};
+  static _Alignas(PA_WORKSPACE_ALIGNMENT) char no_workspace[64]; /* an address, never written */
+  char *misaligned = (f->workspace ? (char *)f->workspace : no_workspace) + run->index + 1;
+  pa_status st = pa_execute(f->exec_plan, (const void *const *)f->d_in, outputs, misaligned,
+                            f->workspace_bytes, f->stream);
+  pthread_barrier_wait(run->barrier);
+  char want[64], got[512];
+  snprintf(want, sizeof want, "got address %p", (void *)misaligned);
+  pa_last_error_message(got, sizeof got);
+  run->ok = st == PA_ERROR_MISALIGNED && strstr(got, want) != NULL;
+  if (!run->ok)
+    fail(f, 0, "thread %d: pa_last_error_message is \"%s\", expected its own \"%s\"", run->index,
+         got, want);
+  run->ok &= upload(f, 0) && launch(f, 0) && download(f);
+  if (pa_last_error_message(NULL, 0) != 0) /* a success clears the thread's message */
+    run->ok = !fail(f, 0, "thread %d: a message remains after pa_execute succeeded", run->index);
+  return NULL;
+}
+
+int gpu_case_run_concurrent(const gpu_case *c, pa_backend backend, unsigned seed, int threads) {
+  if (!gpu_available()) return GPU_SKIP;
+  enum { MAX_THREADS = 16 };
+  if (threads < 1 || threads > MAX_THREADS) return GPU_FAIL;
+  /* runs[0]: the serial run; runs[1..threads]: one per thread. The same case and seed give every
+   * run the same inputs; every run executes runs[0]'s plan. */
+  fixture runs[MAX_THREADS + 1];
+  char names[MAX_THREADS + 1][600];
+  int result = GPU_PASS;
+  for (int i = 0; i <= threads; i++) {
+    snprintf(names[i], sizeof names[i], "%s [%s]", c->name ? c->name : "(unnamed)",
+             i ? "thread" : "serial");
+    runs[i].result = fixture_init(&runs[i], c, names[i], backend, seed, 1);
+    if (runs[i].result != GPU_PASS && result == GPU_PASS) result = runs[i].result;
+  }
+  if (result == GPU_PASS) {
+    for (int i = 0; i <= threads; i++) runs[i].exec_plan = runs[0].plan;
+    if (!run_step(&runs[0], 0, 0)) result = GPU_FAIL;
+  }
+  if (result == GPU_PASS) {
+    pthread_barrier_t barrier;
+    pthread_t ids[MAX_THREADS];
+    concurrent_run work[MAX_THREADS];
+    pthread_barrier_init(&barrier, NULL, (unsigned)threads);
+    for (int i = 0; i < threads; i++) {
+      begin_step(&runs[i + 1], 0);
+      work[i] = (concurrent_run){&runs[i + 1], i, &barrier, 0};
+    }
+    int started = 0;
+    for (; started < threads; started++)
+      if (pthread_create(&ids[started], NULL, concurrent_thread, &work[started]) != 0) break;
+    for (int i = 0; i < started; i++) pthread_join(ids[i], NULL);
+    pthread_barrier_destroy(&barrier);
+    if (started < threads) result = fail(&runs[0], 0, "pthread_create failed");
+    for (int i = 0; i < threads && result == GPU_PASS; i++) {
+      fixture *f = &runs[i + 1];
+      int ok = work[i].ok && compare_step(f, 0) && compare_runs(&runs[0], f, 0);
+      for (int kv = 0; ok && kv < 2; kv++) /* the whole caches, not only the written rows */
+        if (f->gpu_cache[kv] && !bitwise(runs[0].gpu_cache[kv], f->gpu_cache[kv],
+                                          f->in_bytes[PA_IN_KEY_CACHE + kv]))
+          ok = !fail(f, 0, "%s differs bitwise from the serial run's",
+                     kv ? "value_cache" : "key_cache");
+      end_step(f);
+      if (!ok) result = GPU_FAIL;
+    }
+  }
+  for (int i = 0; i <= threads; i++) fixture_free(&runs[i]);
   return result;
 }
 

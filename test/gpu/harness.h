@@ -204,6 +204,18 @@ int gpu_case_run_ring(const gpu_case *c, pa_backend backend, unsigned seed, int 
 int gpu_case_run_metadata_invariance(const gpu_case *c, pa_backend backend, unsigned seed);
 
 /*
+ * Threads and streams (doc/api.md: one const plan may be executed concurrently from several
+ * threads on several streams): runs the case once serially, then from `threads` host threads at
+ * once (at most 16), each on its own stream and its own buffers and workspace (the same inputs),
+ * all executing the serial run's plan. Each thread first fails pa_execute with a workspace
+ * misaligned by its own offset and, after every thread has failed, checks that
+ * pa_last_error_message names its own address; its successful pa_execute must then clear it. Every
+ * run is compared with the reference, and its outputs, output_qk and whole caches must equal the
+ * serial run's bit for bit.
+ */
+int gpu_case_run_concurrent(const gpu_case *c, pa_backend backend, unsigned seed, int threads);
+
+/*
  * Write-path-only mode (test_write.c): calls pa__write_run directly on a plan forced to the
  * REFERENCE backend, then compares the caches with pa_execute_reference's and the staged Q
  * (pa__needs_q_staging) with the harness's own host computation of the write path's Q (within

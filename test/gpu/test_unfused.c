@@ -1,15 +1,18 @@
 /* The UNFUSED backend, forced, against pa_execute_reference over the matrix of
  * doc/development.md ("Oracles and tolerances"): every case must be served (UNFUSED is the
  * fallback: "unsupported" is a failure here), outputs, caches and output_qk within the harness's tolerances; eager and
- * CUDA-graph replay. Then the plan-time output_qk limit, the execute-time workspace checks (nothing
- * captured, so nothing launched) and AUTO's choice of UNFUSED for output_qk. PA_GPU_TEST_QUICK=1
- * runs a reduced matrix (for compute-sanitizer). */
+ * CUDA-graph replay. Then steps run in chunks (issue 16: UNFUSED's workspace budget), forced on
+ * small shapes through the test hook pa__unfused_set_test_limits (lib/internal.h) and, on two
+ * steps, by the real 2 GiB budget. Then the plan-time output_qk limit, the execute-time workspace
+ * checks (nothing captured, so nothing launched) and AUTO's choice of UNFUSED for output_qk.
+ * PA_GPU_TEST_QUICK=1 runs a reduced matrix (for compute-sanitizer). */
 #include <stdio.h>
 #include <string.h>
 
 #include <cuda_runtime_api.h>
 
 #include "harness.h"
+#include "internal.h" /* pa__unfused_set_test_limits: the harness links the static library */
 
 /* Quantization modes exactly with a quantized cache; LATENT without PACKED, QK-Norm, sinks and V
  * quantization; a window only with causal attention. */
@@ -384,6 +387,223 @@ static void matrix(gpu_matrix_result *all, int quick) {
   }
 }
 
+/* ---- chunked steps (issue 16) ---------------------------------------------------------------- */
+
+/* A step whose worst case does not fit UNFUSED's workspace budget runs in chunks of sequences, and
+ * of query rows when one sequence does not fit (cuda/unfused/launch_extents.cuh). The test hook
+ * forces every kind of chunking on small shapes: each limit below over masks, bias and output_qk,
+ * quantized caches, LATENT, out-of-range ids, under-sized bounds, graph replay and ring buffers,
+ * against the reference; and the metadata invariance, bitwise, where absent, tight and loose bounds
+ * give different chunkings. */
+static void chunked_with_limits(gpu_matrix_result *all, int quick) {
+  static const struct {
+    uint64_t budget; /* bytes, 0 = the default */
+    int64_t seqs, q;  /* caps, 0 = none */
+    const char *name;
+  } limits[] = {
+      {0, 1, 1, "s1_q1"},  /* one sequence and one query row per chunk */
+      {0, 2, 3, "s2_q3"},  /* two sequences (the last chunk padded for odd batches) x 3 rows */
+      {0, 3, 0, "s3"},     /* sequence chunks only */
+      /* chosen by bytes: cuBLASLt's 4 MiB plus 512 KiB leave room for one to a few sequences of
+       * these shapes, with query chunks where one sequence's rows do not fit */
+      {((uint64_t)4 << 20) + ((uint64_t)512 << 10), 0, 0, "budget"},
+  };
+  static char names[4][9][64];
+  const int count = quick ? 2 : 4;
+  for (int l = 0; l < count; l++) {
+    pa__unfused_set_test_limits(limits[l].budget, limits[l].seqs, limits[l].q);
+    int n = 0;
+#define CHUNK_NAME(base) \
+  (snprintf(names[l][n], sizeof names[l][n], "unfused_chunks_%s_%s", limits[l].name, base), \
+   names[l][n++])
+
+    gpu_case masks = gpu_case_default(CHUNK_NAME("masks"));
+    masks.num_heads = 8;
+    masks.kv_num_heads = 2;
+    masks.batch_size = 5;
+    masks.max_q_len = 9;
+    masks.max_past_len = 60;
+    masks.zero_q_lens = 1;
+    masks.extra_tokens = 2;
+    masks.softcap = 2.5f;
+    masks.scale = 0.5f;
+    {
+      gpu_axis axes[] = {GPU_AXIS(window, 0, 7), GPU_AXIS(non_causal, 0, 1),
+                         GPU_AXIS(query_positions, 0, 1), GPU_AXIS(head_sink, 0, 1),
+                         GPU_AXIS(unmapped_blocks, 1)};
+      if (quick) axes[2].count = axes[3].count = 1;
+      RUN(*all, masks, axes, GPU_MODE_EAGER, 0);
+    }
+
+    if (!quick) { /* under compute-sanitizer: masks and the cases after this block only */
+      gpu_case bias = gpu_case_default(CHUNK_NAME("bias_qk"));
+      bias.num_heads = 8;
+      bias.kv_num_heads = 2;
+      bias.head_size = 64;
+      bias.batch_size = 3;
+      bias.max_q_len = 7;
+      bias.max_past_len = 25;
+      bias.zero_q_lens = 1;
+      bias.extra_tokens = 2;
+      bias.dtype = PA_DTYPE_BFLOAT16;
+      {
+        const gpu_axis axes[] = {GPU_AXIS(bias, GPU_BIAS_NONE, GPU_BIAS_FULL, GPU_BIAS_PER_HEAD),
+                                 GPU_AXIS(qk_output, 0, 1, 2), GPU_AXIS(window, 0, 3)};
+        RUN(*all, bias, axes, GPU_MODE_EAGER, 0);
+      }
+
+      gpu_case quant = gpu_case_default(CHUNK_NAME("quant"));
+      quant.num_heads = 8;
+      quant.kv_num_heads = 2;
+      quant.batch_size = 4;
+      quant.max_q_len = 4;
+      quant.max_past_len = 40;
+      quant.zero_q_lens = 1;
+      quant.rotary = 1;
+      {
+        const gpu_axis axes[] = {GPU_AXIS(cache_dtype, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
+                                 GPU_AXIS(k_quant, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL),
+                                 GPU_AXIS(v_quant, PA_QUANT_PER_CHANNEL),
+                                 GPU_AXIS(dtype, PA_DTYPE_BFLOAT16)};
+        RUN(*all, quant, axes, GPU_MODE_EAGER, 0);
+      }
+
+      gpu_case latent = gpu_case_default(CHUNK_NAME("latent"));
+      latent.layout = PA_KV_CACHE_LAYOUT_LATENT;
+      latent.num_heads = 4;
+      latent.head_size = 128;
+      latent.v_head_size = 64;
+      latent.scale = 0.09f;
+      latent.rotary = 1;
+      latent.rotary_offset = 64;
+      latent.rotary_dim = 64;
+      latent.batch_size = 4;
+      latent.max_q_len = 6;
+      latent.max_past_len = 50;
+      latent.zero_q_lens = 1;
+      latent.unmapped_blocks = 1;
+      {
+        const gpu_axis axes[] = {GPU_AXIS(window, 0, 5),
+                                 GPU_AXIS(bias, GPU_BIAS_NONE, GPU_BIAS_FULL),
+                                 GPU_AXIS(qk_output, 0, 1)};
+        RUN(*all, latent, axes, GPU_MODE_EAGER, 0);
+      }
+
+      /* one capture replayed while the KV length grows: the chunks' launches replay unchanged */
+      gpu_case graph = gpu_case_default(CHUNK_NAME("graph"));
+      graph.num_heads = 8;
+      graph.kv_num_heads = 2;
+      graph.batch_size = 5;
+      graph.max_past_len = 30;
+      graph.rotary = 1;
+      graph.unmapped_blocks = 1;
+      graph.extra_tokens = 1;
+      {
+        const gpu_axis axes[] = {GPU_AXIS(max_q_len, 1, 4),
+                                 GPU_AXIS(metadata, GPU_METADATA_NONE, GPU_METADATA_LOOSE),
+                                 GPU_AXIS(qk_output, 0, 2), GPU_AXIS(window, 0, 6)};
+        RUN(*all, graph, axes, GPU_MODE_GRAPH, 3);
+      }
+
+      /* ring-buffer window == full cache, bitwise, eager and graph */
+      gpu_case ring = gpu_case_default(CHUNK_NAME("ring"));
+      ring.num_heads = 8;
+      ring.kv_num_heads = 2;
+      ring.batch_size = 4;
+      ring.max_past_len = 60;
+      ring.shuffled_blocks = 1;
+      ring.extra_tokens = 1;
+      {
+        const gpu_axis axes[] = {GPU_AXIS(window, 1, 20), GPU_AXIS(max_q_len, 3),
+                                 GPU_AXIS(qk_output, 0, 1)};
+        RUN(*all, ring, axes, GPU_MODE_RING, 5);
+        RUN(*all, ring, axes, GPU_MODE_RING_GRAPH, 5);
+      }
+    }
+
+    gpu_case range = gpu_case_default(CHUNK_NAME("out_of_range"));
+    range.num_heads = 8;
+    range.kv_num_heads = 2;
+    range.batch_size = 5;
+    range.max_q_len = 4;
+    range.max_past_len = 80;
+    range.unmapped_blocks = 1;
+    range.slots = GPU_SLOTS_WITH_INVALID;
+    {
+      const gpu_axis axes[] = {GPU_AXIS(block_size, 16, 64), GPU_AXIS(qk_output, 0, 1)};
+      RUN(*all, range, axes, GPU_MODE_EAGER, 0);
+    }
+
+    /* absent, tight and loose bounds: max_query_len 5 or token_count, so the chunks differ */
+    gpu_case bounds = gpu_case_default(CHUNK_NAME("metadata"));
+    bounds.num_heads = 8;
+    bounds.kv_num_heads = 2;
+    bounds.batch_size = 6;
+    bounds.max_q_len = 5;
+    bounds.max_past_len = 90;
+    bounds.zero_q_lens = 1;
+    bounds.extra_tokens = 4;
+    {
+      gpu_axis axes[] = {GPU_AXIS(window, 0, 16), GPU_AXIS(qk_output, 0, 2),
+                         GPU_AXIS(cache_dtype, 0, PA_DTYPE_INT8),
+                         GPU_AXIS(k_quant, PA_QUANT_NONE, PA_QUANT_PER_TENSOR),
+                         GPU_AXIS(v_quant, PA_QUANT_NONE, PA_QUANT_PER_CHANNEL),
+                         GPU_AXIS(bias, GPU_BIAS_NONE, GPU_BIAS_FULL)};
+      if (quick) axes[5].count = 1;
+      RUN(*all, bounds, axes, GPU_MODE_METADATA, 0);
+    }
+
+    /* under-sized bounds: tokens beyond max_query_len get zeros, nothing else is compared */
+    gpu_case undersized = bounds;
+    undersized.name = CHUNK_NAME("undersized_bounds");
+    undersized.metadata = GPU_METADATA_UNDERSIZED;
+    undersized.max_past_len = 200;
+    {
+      const gpu_axis axes[] = {GPU_AXIS(max_q_len, 8), GPU_AXIS(qk_output, 0, 1),
+                               GPU_AXIS(bias, GPU_BIAS_FULL)};
+      RUN(*all, undersized, axes, GPU_MODE_EAGER, 0);
+    }
+
+#undef CHUNK_NAME
+  }
+  pa__unfused_set_test_limits(0, 0, 0);
+}
+
+/* Two steps above the real budget (2 GiB, no hook), 32/8 heads, d128, bf16, block 16, with absent,
+ * tight and loose bounds, bitwise equal: without bounds they run in chunks, with tight or loose
+ * ones (max_query_len 4 or 9, 8 or 13) in one.
+ *  - a verify step of 64 sequences x 4 tokens over up to 1000 cached: without bounds
+ *    max_query_len = 256, ~50 MB of scratch per sequence, so 2 chunks of 32 sequences (tight:
+ *    one chunk of 64);
+ *  - 2 sequences of 8 and 5 tokens over 4000 and 3500 cached, plus 4000 token rows of no sequence:
+ *    without bounds max_query_len = 4013, so one sequence's scores (32 x 4013 x ~4032 fp32) alone
+ *    exceed the budget: chunks of one sequence and half its query rows. */
+static void chunked_at_default_budget(gpu_matrix_result *all) {
+  static int32_t fours[64];
+  for (int i = 0; i < 64; i++) fours[i] = 4;
+  gpu_case verify = gpu_case_default("unfused_chunks_default_budget_verify_64x4");
+  verify.dtype = PA_DTYPE_BFLOAT16;
+  verify.batch_size = 64;
+  verify.q_lens = fours;
+  verify.max_q_len = 4;
+  verify.max_past_len = 1000;
+  /* one-case matrices, so that PA_GPU_TEST_SHARD runs each in one process only */
+  const gpu_axis verify_axes[] = {GPU_AXIS(max_q_len, 4)};
+  RUN(*all, verify, verify_axes, GPU_MODE_METADATA, 0);
+
+  static const int32_t lens[2] = {8, 5}, pasts[2] = {4000, 3500};
+  gpu_case rows = gpu_case_default("unfused_chunks_default_budget_query_rows");
+  rows.dtype = PA_DTYPE_BFLOAT16;
+  rows.batch_size = 2;
+  rows.q_lens = lens;
+  rows.past_lens = pasts;
+  rows.max_q_len = 8;
+  rows.max_past_len = 4000;
+  rows.extra_tokens = 4000;
+  const gpu_axis rows_axes[] = {GPU_AXIS(max_q_len, 8)};
+  RUN(*all, rows, rows_axes, GPU_MODE_METADATA, 0);
+}
+
 /* ---- checks outside the operator: descriptors of one small decode step
  * --------------------------- */
 
@@ -533,6 +753,8 @@ int main(void) {
   seed = gpu_test_seed();
   gpu_matrix_result all = {0, 0, 0, 0};
   matrix(&all, gpu_test_quick());
+  chunked_with_limits(&all, gpu_test_quick());
+  if (!gpu_test_quick()) chunked_at_default_budget(&all);
   gpu_matrix_count(&all, output_qk_limit() ? GPU_PASS : GPU_FAIL);
   gpu_matrix_count(&all, auto_picks_unfused_for_output_qk() ? GPU_PASS : GPU_FAIL);
   gpu_matrix_count(&all, workspace_checked_before_launch() ? GPU_PASS : GPU_FAIL);

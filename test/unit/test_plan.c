@@ -1,7 +1,7 @@
 /*
  * pa_plan_create beyond the request rules: its own argument checks (V46), devices (V49), and the
  * dispatch of doc/backends.md ("What AUTO picks, and why") for described devices (V43, V44, the
- * backend AUTO picks, workspace sizes). Described devices: an H200 (sm_90, 132 SMs, 232448 B opt-in shared memory) and an A100
+ * backend AUTO picks, workspace sizes, UNFUSED's workspace budget and chunks). Described devices: an H200 (sm_90, 132 SMs, 232448 B opt-in shared memory) and an A100
  * (sm_80, 108 SMs, 166912 B). No GPU is touched.
  */
 #include <stdio.h>
@@ -394,7 +394,8 @@ static void prefill_expected_auto_picks_prefill_on_h200(void **state) {
 
 /* Expected to fail until the PREFILL backend lands: without attention_metadata, the workspace of a
  * 256 x 4-token verify step over 4k (32/8 heads, d128, bf16, block 16) on PREFILL is below 1 GiB
- * (UNFUSED's is 144 GiB: it sizes scores for batch x token_count x KV capacity). */
+ * (UNFUSED's worst case is 144 GiB: it sizes scores for batch x token_count x KV capacity, and
+ * runs it in chunks within its budget, unfused_verify_256x4_within_budget). */
 static void prefill_expected_verify_256x4_workspace_below_1gib(void **state) {
   (void)state;
   pa_case c = prefill_step(256, 4, 4096);
@@ -406,6 +407,175 @@ static void prefill_expected_verify_256x4_workspace_below_1gib(void **state) {
   assert_true(bytes < ((size_t)1 << 30));
   assert_int_equal(bytes % PA_WORKSPACE_ALIGNMENT, 0);
   pa_plan_destroy(plan);
+}
+
+/* ---- UNFUSED's workspace budget (issue 16) ------------------------------------------------- */
+
+/* kUnfusedWorkspaceBudget (cuda/unfused/launch_extents.cuh, doc/backends.md) */
+#define UNFUSED_BUDGET ((uint64_t)2 << 30)
+
+/* The bytes of UNFUSED's regions in a plan: everything after the staged Q, if any. */
+static uint64_t unfused_scratch(const pa_plan *plan) {
+  const pa__workspace_layout *w = &plan->workspace;
+  uint64_t start = 0;
+  if (plan->q_staged_region >= 0) {
+    const pa__workspace_region *q = &w->regions[plan->q_staged_region];
+    start = (q->offset + q->bytes + PA_WORKSPACE_ALIGNMENT - 1) / PA_WORKSPACE_ALIGNMENT *
+            PA_WORKSPACE_ALIGNMENT;
+  }
+  return w->total - start;
+}
+
+/* Plans c forced onto UNFUSED on a described H200: its scratch within `budget`, and chunks that
+ * cover every sequence and every query row up to the bound; returns the chunking. */
+static pa__unfused_chunks expect_unfused_within(pa_case *c, uint64_t budget) {
+  c->backend = PA_BACKEND_UNFUSED;
+  pa_plan *plan = expect_backend(c, PA_BACKEND_UNFUSED);
+  pa__unfused_chunks k;
+  assert_int_equal(pa__unfused_chunking(plan, &k), 1);
+  const uint64_t bytes = unfused_scratch(plan);
+  if (bytes > budget)
+    fprintf(stderr, "UNFUSED scratch: %llu bytes, budget %llu (%lld x %lld sequences, %lld x %lld "
+            "query rows)\n", (unsigned long long)bytes, (unsigned long long)budget,
+            (long long)k.sequence_chunks, (long long)k.sequences_per_chunk,
+            (long long)k.query_chunks, (long long)k.query_rows_per_chunk);
+  assert_true(bytes <= budget);
+  assert_true(bytes > 0);
+  const int64_t batch = plan->problem.batch_size, max_q = plan->problem.max_query_len;
+  assert_true(k.sequences_per_chunk >= 1 && k.sequences_per_chunk <= batch);
+  assert_int_equal(k.sequence_chunks, (batch + k.sequences_per_chunk - 1) / k.sequences_per_chunk);
+  assert_true(k.query_rows_per_chunk >= 1 && k.query_rows_per_chunk <= max_q);
+  assert_int_equal(k.query_chunks, (max_q + k.query_rows_per_chunk - 1) / k.query_rows_per_chunk);
+  pa_plan_destroy(plan);
+  return k;
+}
+
+/* The issue's shape: a 256 x 4-token verify step over 4k, 32/8 heads, d128, bf16, block 16, no
+ * attention_metadata (max_query_len is then token_count = 1024), forced onto UNFUSED. It asked for
+ * 144 GiB; now it plans within the budget, in 86 chunks of 3 sequences (each ~606 MB: scores
+ * 8 x 4096 x 4112 fp32 plus the gathers). With tight bounds, chunks of ~52 sequences. */
+static void unfused_verify_256x4_within_budget(void **state) {
+  (void)state;
+  pa_case c = prefill_step(256, 4, 4096);
+  pa__unfused_chunks k = expect_unfused_within(&c, UNFUSED_BUDGET);
+  assert_int_equal(k.sequences_per_chunk, 3);
+  assert_int_equal(k.sequence_chunks, 86);
+  assert_int_equal(k.query_rows_per_chunk, 1024);
+  assert_int_equal(k.query_chunks, 1);
+
+  case_config cfg = case_config_decode();
+  cfg.dtype = PA_DTYPE_BFLOAT16;
+  cfg.batch_size = 256;
+  cfg.token_count = 1024;
+  cfg.blocks_per_seq = (4096 + 4 + 15) / 16;
+  cfg.num_blocks = (int64_t)256 * cfg.blocks_per_seq;
+  cfg.metadata = 1;
+  cfg.metadata_values[0] = 4;
+  cfg.metadata_values[1] = 4100;
+  c = built(cfg, CASE_H200);
+  k = expect_unfused_within(&c, UNFUSED_BUDGET);
+  assert_int_equal(k.query_rows_per_chunk, 4); /* 256 x K_g and V_g of 4104 rows are 8.6 GB */
+  assert_int_equal(k.query_chunks, 1);
+  assert_true(k.sequence_chunks <= 5);
+}
+
+/* Large steps forced onto UNFUSED never exceed the budget: chunks of sequences, or of one
+ * sequence's query rows when one sequence does not fit (1 x 8k prefill: 8 x 32768 x 8192 scores
+ * alone are 8 GiB). */
+static void unfused_workspace_never_exceeds_budget(void **state) {
+  (void)state;
+  pa_case c = prefill_step(1, 8192, 0); /* 1 x 8k prefill */
+  pa__unfused_chunks k = expect_unfused_within(&c, UNFUSED_BUDGET);
+  assert_int_equal(k.sequence_chunks, 1);
+  assert_true(k.query_chunks > 1);
+  c = prefill_step(4, 2048, 0); /* 4 x 2k prefill */
+  k = expect_unfused_within(&c, UNFUSED_BUDGET);
+  assert_true(k.sequences_per_chunk == 1 && k.query_chunks > 1);
+  c = prefill_step(64, 1, 131072); /* 64 decodes at 128k: K_g and V_g of one sequence ~1 GiB */
+  k = expect_unfused_within(&c, UNFUSED_BUDGET);
+  assert_int_equal(k.sequences_per_chunk, 1);
+  c = prefill_step(300, 4, 4096); /* a ragged-sized verify batch: 300 sequences */
+  expect_unfused_within(&c, UNFUSED_BUDGET);
+  c = prefill_step(64, 32, 2048); /* a mixed-size step, with a window */
+  c.attrs.local_window_size = 256;
+  expect_unfused_within(&c, UNFUSED_BUDGET);
+
+  /* absorbed MLA over 32k, 64 sequences of 2 tokens, RoPE (staged Q outside the budget) */
+  case_config cfg = case_config_latent();
+  cfg.batch_size = 64;
+  cfg.token_count = 128;
+  cfg.blocks_per_seq = 32768 / 16;
+  cfg.num_blocks = (int64_t)64 * cfg.blocks_per_seq;
+  c = built(cfg, CASE_H200);
+  expect_unfused_within(&c, UNFUSED_BUDGET);
+
+  /* attention_bias and output_qk (UNFUSED's alone) on a 16 x 8-token step over 8k */
+  cfg = case_config_decode();
+  cfg.batch_size = 16;
+  cfg.token_count = 128;
+  cfg.blocks_per_seq = 8192 / 16;
+  cfg.num_blocks = (int64_t)16 * cfg.blocks_per_seq;
+  cfg.bias = 1;
+  cfg.qk_output = 2;
+  c = built(cfg, CASE_H200);
+  expect_unfused_within(&c, UNFUSED_BUDGET);
+}
+
+/* When not even one sequence with one query row fits (here 1M keys of KV capacity x 8 KV heads x
+ * d128: K_g and V_g alone are 8 GiB), UNFUSED refuses, naming itself, the size and the budget;
+ * AUTO's message lists the reason. A max_kv_len bound that fits makes it plan. */
+static void unfused_refuses_what_no_chunk_fits(void **state) {
+  (void)state;
+  case_config cfg = case_config_decode();
+  cfg.batch_size = 2;
+  cfg.token_count = 4;
+  cfg.blocks_per_seq = 65536;
+  cfg.num_blocks = 65536;
+  cfg.bias = 1; /* no fused backend serves it */
+  pa_case c = built(cfg, CASE_H200);
+  c.backend = PA_BACKEND_UNFUSED;
+  CASE_EXPECT_PLAN_FAILURE(&c, PA_ERROR_NOT_SUPPORTED, "UNFUSED", "budget of 2147483648 bytes",
+                           "bytes of workspace", "max_kv_len");
+  c.backend = PA_BACKEND_AUTO;
+  CASE_EXPECT_PLAN_FAILURE(&c, PA_ERROR_NOT_SUPPORTED, "UNFUSED: a step whose smallest chunk");
+  cfg.metadata = 1;
+  cfg.metadata_values[0] = 2;
+  cfg.metadata_values[1] = 100000;
+  c = built(cfg, CASE_H200);
+  expect_unfused_within(&c, UNFUSED_BUDGET);
+}
+
+/* The test hook (lib/internal.h): caps on the chunk sizes, and a budget, for the plans created
+ * afterwards. The default prefill case: 3 sequences, 5 tokens, no bounds (max_query_len 5). */
+static void unfused_test_limits_shape_the_chunks(void **state) {
+  (void)state;
+  pa_case c = prefill_case(CASE_H200);
+  pa__unfused_set_test_limits(0, 2, 3);
+  pa__unfused_chunks k = expect_unfused_within(&c, UNFUSED_BUDGET);
+  assert_int_equal(k.sequences_per_chunk, 2);
+  assert_int_equal(k.sequence_chunks, 2);
+  assert_int_equal(k.query_rows_per_chunk, 3);
+  assert_int_equal(k.query_chunks, 2);
+
+  /* a budget of exactly the smallest chunk (one sequence, one query row) plans it; a byte less
+   * refuses */
+  pa__unfused_set_test_limits(0, 1, 1);
+  c.backend = PA_BACKEND_UNFUSED;
+  pa_plan *plan = expect_backend(&c, PA_BACKEND_UNFUSED);
+  const uint64_t smallest = unfused_scratch(plan);
+  pa_plan_destroy(plan);
+  pa__unfused_set_test_limits(smallest, 0, 0);
+  k = expect_unfused_within(&c, smallest);
+  assert_int_equal(k.sequences_per_chunk, 1);
+  assert_int_equal(k.query_rows_per_chunk, 1);
+  pa__unfused_set_test_limits(smallest + 300000, 0, 0); /* several sequences, all rows */
+  k = expect_unfused_within(&c, smallest + 300000);
+  pa__unfused_set_test_limits(smallest - 1, 0, 0);
+  CASE_EXPECT_PLAN_FAILURE(&c, PA_ERROR_NOT_SUPPORTED, "UNFUSED", "budget");
+  pa__unfused_set_test_limits(0, 0, 0);
+  k = expect_unfused_within(&c, UNFUSED_BUDGET);
+  assert_int_equal(k.sequence_chunks, 1);
+  assert_int_equal(k.query_chunks, 1);
 }
 
 /* ---- workspace sizes on described devices ---------------------------------------------------- */
@@ -532,6 +702,10 @@ int main(int argc, char **argv) {
       cmocka_unit_test(workspace_holds_staged_query),
       cmocka_unit_test(prefill_expected_auto_picks_prefill_on_h200),
       cmocka_unit_test(prefill_expected_verify_256x4_workspace_below_1gib),
+      cmocka_unit_test(unfused_verify_256x4_within_budget),
+      cmocka_unit_test(unfused_workspace_never_exceeds_budget),
+      cmocka_unit_test(unfused_refuses_what_no_chunk_fits),
+      cmocka_unit_test(unfused_test_limits_shape_the_chunks),
       cmocka_unit_test(workspace_add_sizes_and_carves),
       cmocka_unit_test(workspace_regions_well_formed),
   };

@@ -835,7 +835,8 @@ static void V29_default_threshold(void **state) {
   pa_case c = valid_qk(1, PA_DTYPE_FLOAT16);
   c.out[PA_OUT_QK].dims[2] = ((int64_t)1 << 30) / (8 * 5 * 2) + 1;
   EXPECT_INVALID(&c, "output_qk", "max_output_qk_bytes (1073741824)");
-  c.out[PA_OUT_QK].dims[2] = INT64_MAX; /* the byte count saturates rather than wrapping */
+  /* the largest capacity whose byte count fits in int64 (V50 refuses larger ones) */
+  c.out[PA_OUT_QK].dims[2] = INT64_MAX / (8 * 5 * 2);
   EXPECT_INVALID(&c, "output_qk", "max_output_qk_bytes (1073741824)");
 }
 
@@ -1128,6 +1129,50 @@ static void V48_absent_descriptor_not_inspected(void **state) {
   pa_case c = valid_default();
   c.in[PA_IN_HEAD_SINK] = (pa_tensor_desc){PA_DTYPE_UNDEFINED, -7, {-1, -1, -1, -1}};
   pa_plan_destroy(case_plan_ok(&c));
+}
+
+/* ---- V50 sizes ------------------------------------------------------------------------------- */
+
+static void V50_tensor_byte_size_fits_int64(void **state) {
+  (void)state;
+  pa_case c = valid_default(); /* key_cache (32, 16, 2, 64) float16 */
+  c.in[PA_IN_KEY_CACHE].dims[0] = c.in[PA_IN_VALUE_CACHE].dims[0] = (int64_t)1 << 52;
+  EXPECT_INVALID(&c, "key_cache", "byte size", "fit in int64 (at most 9223372036854775807 bytes)",
+                 "got shape (4503599627370496, 16, 2, 64) of float16 (2 bytes each)");
+  /* the element size counts: 2^62 elements fit as int8, not as float16 */
+  c = valid_default();
+  c.out[PA_OUT_OUTPUT].dims[0] = (int64_t)1 << 62;
+  c.out[PA_OUT_OUTPUT].dims[1] = 1;
+  EXPECT_INVALID(&c, "output", "fit in int64", "(4611686018427387904, 1) of float16");
+  /* the largest one that fits passes V50 and meets the shape rules instead */
+  c.out[PA_OUT_OUTPUT].dims[0] = INT64_MAX / 2;
+  EXPECT_INVALID(&c, "output", "dim0 must be token_count (5), got 4611686018427387903");
+}
+
+static void V50_empty_tensor_extents_fit_int64(void **state) {
+  (void)state;
+  case_config cfg = case_config_default();
+  cfg.bias = 1;
+  pa_case c = valid(cfg);
+  c.in[PA_IN_ATTENTION_BIAS].dims[2] = 0; /* empty, but its strides come from the other dims */
+  c.in[PA_IN_ATTENTION_BIAS].dims[3] = (int64_t)1 << 61;
+  EXPECT_INVALID(&c, "attention_bias", "zero dims taken as 1", "(3, 8, 0, 2305843009213693952)");
+  c.in[PA_IN_ATTENTION_BIAS].dims[3] = (int64_t)1 << 40;
+  pa_plan_destroy(case_plan_ok(&c));
+}
+
+static void V50_rows_per_token_fit_int32(void **state) {
+  (void)state;
+  case_config cfg = case_config_default();
+  cfg.num_heads = 1 << 30;
+  cfg.kv_num_heads = 1 << 30;
+  cfg.head_size = 8;
+  pa_case c;
+  case_build(&c, &cfg);
+  EXPECT_INVALID(&c, "num_heads", "num_heads + 2 * kv_num_heads", "at most 2147483647",
+                 "got 3221225472");
+  c.attrs.kv_num_heads = 1 << 29; /* 2^30 + 2^30 = 2^31: one too many */
+  EXPECT_INVALID(&c, "num_heads", "got 2147483648");
 }
 
 /* ---- the resolved problem -------------------------------------------------------------------- */
@@ -1444,6 +1489,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(V48_rank_outside_0_to_4),
       cmocka_unit_test(V48_unknown_dtype),
       cmocka_unit_test(V48_absent_descriptor_not_inspected),
+      cmocka_unit_test(V50_tensor_byte_size_fits_int64),
+      cmocka_unit_test(V50_empty_tensor_extents_fit_int64),
+      cmocka_unit_test(V50_rows_per_token_fit_int32),
       cmocka_unit_test(resolved_defaults),
       cmocka_unit_test(resolved_attributes_given),
       cmocka_unit_test(resolved_optional_inputs),

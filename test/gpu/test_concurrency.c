@@ -1,0 +1,39 @@
+/* Threads and streams: one plan of each GPU backend executed from 4 host threads at once, each on
+ * its own stream and buffers, against a serial run of the same plan (bitwise) and the reference;
+ * each thread's pa_last_error_message stays its own (harness.h, gpu_case_run_concurrent). */
+#include <stdio.h>
+
+#include "harness.h"
+
+enum { THREADS = 4 };
+
+int main(void) {
+  if (!gpu_available()) {
+    fprintf(stderr, "no CUDA device: skipped\n");
+    return GPU_SKIP;
+  }
+  unsigned seed = gpu_test_seed();
+  const int rounds = gpu_test_quick() ? 1 : 3;
+  gpu_matrix_result all = {0, 0, 0, 0};
+
+  /* DECODE: a decode step with splits (long past), rotary (a staged Q in the workspace) */
+  gpu_case decode = gpu_case_default("concurrency_decode");
+  decode.batch_size = 8;
+  decode.max_past_len = 2000;
+  decode.rotary = 1;
+  decode.cache_dtype = PA_DTYPE_INT8;
+  /* UNFUSED: ragged prefill with output_qk (its cuBLASLt handle and heuristic are shared) */
+  gpu_case unfused = gpu_case_default("concurrency_unfused");
+  unfused.batch_size = 3;
+  unfused.max_q_len = 24;
+  unfused.max_past_len = 100;
+  unfused.qk_output = 1;
+  unfused.head_sink = 1;
+  for (int round = 0; round < rounds; round++) {
+    gpu_matrix_count(&all, gpu_case_run_concurrent(&decode, PA_BACKEND_DECODE, seed++, THREADS));
+    gpu_matrix_count(&all, gpu_case_run_concurrent(&unfused, PA_BACKEND_UNFUSED, seed++, THREADS));
+  }
+  fprintf(stderr, "concurrency: %d passed, %d failed, %d unsupported (%d threads each)\n",
+          all.passed, all.failed, all.unsupported, THREADS);
+  return gpu_matrix_exit_code(&all);
+}
