@@ -251,6 +251,9 @@ __device__ __forceinline__ void prefill_store_pair(const prefill_params &P, int6
                                                    int kv_head, int split, int32_t splits, int c,
                                                    float m, float l, float o0, float o1) {
   const int head_size = P.kv.head_size;
+  // With split slots, the merge reads every token's count: a token finalized here says 1 (the
+  // workspace holds whatever an earlier step left)
+  if (P.split_counts && split == 0 && c == 0) P.split_counts[token] = splits;
   if (splits == 1) {
     float s0 = 1.0f, s1 = 1.0f;
     if (is_quantized<C>::value) {
@@ -265,10 +268,7 @@ __device__ __forceinline__ void prefill_store_pair(const prefill_params &P, int6
     const int64_t item = token * P.num_split_slots + split;
     *reinterpret_cast<float2 *>(P.partial_out + (item * P.num_heads + head) * head_size + c) =
         make_float2(o0, o1);
-    if (c == 0) {
-      P.partial_ml[item * P.num_heads + head] = make_float2(m, l);
-      if (split == 0) P.split_counts[token] = splits;
-    }
+    if (c == 0) P.partial_ml[item * P.num_heads + head] = make_float2(m, l);
   }
 }
 
