@@ -2,9 +2,9 @@
 
 Registered with torch.library (schema, fake kernel for tracing, in-place writes of key_cache,
 value_cache and output_qk declared), so torch.compile(fullgraph=True) traces through it without a
-graph break, and torch.cuda.graph captures the compiled call. The arguments
-are those of pagedattn.paged_attention (doc/python.md), with differences that a traced graph
-needs: it returns the output only; with qk_output != 0 the caller passes a preallocated output_qk,
+graph break, and torch.cuda.graph captures the compiled call. `pagedattn.torch.paged_attention`
+takes the arguments of pagedattn.paged_attention (doc/python.md); the op itself takes all twenty
+tensor arguments positionally (None where absent). Differences that a traced graph needs: it returns the output only; with qk_output != 0 the caller passes a preallocated output_qk,
 which the op fills; output_qk comes right after attention_bias (a tensor cannot be keyword-only in
 a custom op's schema); no `stream` (the current stream is used). Importing this module needs
 torch; `import pagedattn` does not.
@@ -19,19 +19,21 @@ from . import paged_attention as _paged_attention
 __all__ = ["paged_attention"]
 
 
+# Every tensor argument of the op is positional and required (None for an absent one): torch's
+# custom-op dispatch (2.11) finds the declared writes by position among the arguments passed, so a
+# defaulted output_qk would be missing there. paged_attention below supplies the defaults.
 @torch.library.custom_op("pagedattn::paged_attention",
                          mutates_args=("key_cache", "value_cache", "output_qk"))
-def paged_attention(
-        query: torch.Tensor, key: Optional[torch.Tensor], value: Optional[torch.Tensor],
+def _op(query: torch.Tensor, key: Optional[torch.Tensor], value: Optional[torch.Tensor],
         key_cache: torch.Tensor, value_cache: Optional[torch.Tensor],
         cumulative_sequence_length: torch.Tensor, past_seqlens: torch.Tensor,
-        block_table: torch.Tensor, cos_cache: Optional[torch.Tensor] = None,
-        sin_cache: Optional[torch.Tensor] = None, slot_mapping: Optional[torch.Tensor] = None,
-        head_sink: Optional[torch.Tensor] = None, q_norm_weight: Optional[torch.Tensor] = None,
-        k_norm_weight: Optional[torch.Tensor] = None, k_scale: Optional[torch.Tensor] = None,
-        v_scale: Optional[torch.Tensor] = None, attention_metadata: Optional[List[int]] = None,
-        query_positions: Optional[torch.Tensor] = None,
-        attention_bias: Optional[torch.Tensor] = None, output_qk: Optional[torch.Tensor] = None,
+        block_table: torch.Tensor, cos_cache: Optional[torch.Tensor],
+        sin_cache: Optional[torch.Tensor], slot_mapping: Optional[torch.Tensor],
+        head_sink: Optional[torch.Tensor], q_norm_weight: Optional[torch.Tensor],
+        k_norm_weight: Optional[torch.Tensor], k_scale: Optional[torch.Tensor],
+        v_scale: Optional[torch.Tensor], attention_metadata: Optional[List[int]],
+        query_positions: Optional[torch.Tensor], attention_bias: Optional[torch.Tensor],
+        output_qk: Optional[torch.Tensor],
         *, num_heads: int, kv_num_heads: int,
         scale: float = 0.0, softcap: float = 0.0, local_window_size: int = -1, do_rotary: int = 0,
         rotary_interleaved: int = 0, qk_norm_epsilon: float = 1e-6, k_quant_type: str = "NONE",
@@ -60,11 +62,10 @@ def _check_output_qk(qk_output, output_qk):
                               % qk_output)
 
 
-@paged_attention.register_fake
+@_op.register_fake
 def _(query, key, value, key_cache, value_cache, cumulative_sequence_length, past_seqlens,
-      block_table, cos_cache=None, sin_cache=None, slot_mapping=None, head_sink=None,
-      q_norm_weight=None, k_norm_weight=None, k_scale=None, v_scale=None,
-      attention_metadata=None, query_positions=None, attention_bias=None, output_qk=None, *,
+      block_table, cos_cache, sin_cache, slot_mapping, head_sink, q_norm_weight, k_norm_weight,
+      k_scale, v_scale, attention_metadata, query_positions, attention_bias, output_qk, *,
       num_heads, kv_num_heads, scale=0.0, softcap=0.0, local_window_size=-1, do_rotary=0,
       rotary_interleaved=0, qk_norm_epsilon=1e-6, k_quant_type="NONE", v_quant_type="NONE",
       k_cache_dtype="", v_cache_dtype="", v_head_size=0, rotary_offset=0,
@@ -80,3 +81,18 @@ def _(query, key, value, key_cache, value_cache, cumulative_sequence_length, pas
     packed = key is None and kv_cache_layout in ("", "SEPARATE")
     head_size = query.shape[1] // (num_heads + 2 * kv_num_heads if packed else num_heads)
     return query.new_empty((query.shape[0], num_heads * (v_head_size or head_size)))
+
+
+def paged_attention(
+        query, key, value, key_cache, value_cache, cumulative_sequence_length, past_seqlens,
+        block_table, cos_cache=None, sin_cache=None, slot_mapping=None, head_sink=None,
+        q_norm_weight=None, k_norm_weight=None, k_scale=None, v_scale=None,
+        attention_metadata=None, query_positions=None, attention_bias=None, output_qk=None, *,
+        num_heads, kv_num_heads, **attributes):
+    """torch.ops.pagedattn.paged_attention with pagedattn.paged_attention's defaults: absent inputs
+    may be left out; the attributes are keywords (doc/python.md)."""
+    return torch.ops.pagedattn.paged_attention(
+        query, key, value, key_cache, value_cache, cumulative_sequence_length, past_seqlens,
+        block_table, cos_cache, sin_cache, slot_mapping, head_sink, q_norm_weight, k_norm_weight,
+        k_scale, v_scale, attention_metadata, query_positions, attention_bias, output_qk,
+        num_heads=num_heads, kv_num_heads=kv_num_heads, **attributes)

@@ -22,7 +22,9 @@ import pagedattn
 import pagedattn.torch  # noqa: F401  (registers torch.ops.pagedattn.paged_attention)
 
 SEED = int(os.environ.get("PAGEDATTN_TEST_SEED") or int.from_bytes(os.urandom(4), "little"))
-OP = torch.ops.pagedattn.paged_attention
+OP = pagedattn.torch.paged_attention  # the op with the binding's defaults
+REGISTERED = torch.ops.pagedattn.paged_attention  # all 20 tensor arguments positional
+ABSENT = (None,) * 12  # cos_cache .. output_qk
 H, HK, D, BLOCK, BLOCKS_PER_SEQ = 8, 2, 64, 16, 4
 
 
@@ -68,7 +70,7 @@ def run_loop(fn, device, steps, batch=3):
 
 class Registration(unittest.TestCase):
     def test_schema_declares_the_cache_writes(self):
-        schema = str(OP.default._schema)
+        schema = str(REGISTERED.default._schema)
         for name in ("key_cache", "value_cache", "output_qk"):
             self.assertRegex(schema, r"Tensor\(a\d+!\)\?? %s" % name, schema)
         self.assertRegex(schema, r"Tensor query", schema)
@@ -79,9 +81,9 @@ class Registration(unittest.TestCase):
         q, k, v, cu = step_inputs("cpu", 3, 0)
         args = (q, k, v, state["k_cache"], state["v_cache"], cu, state["past"],
                 state["block_table"])
-        torch.library.opcheck(OP.default, args, dict(num_heads=H, kv_num_heads=HK))
-        torch.library.opcheck(OP.default, args,
-                              dict(num_heads=H, kv_num_heads=HK, attention_metadata=[1, 64]))
+        torch.library.opcheck(REGISTERED.default, args + ABSENT, dict(num_heads=H, kv_num_heads=HK))
+        with_metadata = args + ABSENT[:8] + ([1, 64],) + ABSENT[9:]
+        torch.library.opcheck(REGISTERED.default, with_metadata, dict(num_heads=H, kv_num_heads=HK))
 
     def test_fake_kernel_shape_packed_and_latent(self):
         from torch._subclasses.fake_tensor import FakeTensorMode
