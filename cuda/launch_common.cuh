@@ -2,6 +2,11 @@
 // types (lib/problem.h). Kernel headers and cuda/common/ never include this.
 #pragma once
 
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/numeric.cuh"
 #include "common/paged_kv.cuh"
 #include "problem.h"
 
@@ -19,6 +24,81 @@ inline paged_kv_layout paged_kv_layout_of(const pa__problem &p) {
   kv.kv_num_heads = p.kv_num_heads;
   kv.head_size = p.head_size;
   return kv;
+}
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Writes the unserved feature into why (plan.c prefixes "backend NAME does not serve") and returns
+// PA_ERROR_NOT_SUPPORTED: a backend's check op.
+__attribute__((format(printf, 3, 4))) inline pa_status unsupported(char *why, size_t why_size,
+                                                                   const char *fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  vsnprintf(why, why_size, fmt, args);
+  va_end(args);
+  return PA_ERROR_NOT_SUPPORTED;
+}
+
+// Calls make(T(), C()) with the problem's query type T (__half, __nv_bfloat16) and cache element
+// type C (T itself, int8_t or fp8_e4m3), the template arguments of the tensor-core kernels; false
+// when this build has no such kernel (another query type, or fp8 without -Dfp8_kv_cache).
+template <typename Make>
+bool for_kernel_types(const pa__problem *p, Make &&make) {
+  auto with_cache = [&](auto t) {
+    using T = decltype(t);
+    if (p->k_cache_dtype == dtype_of<T>::value)
+      make(T(), T());
+    else if (p->k_cache_dtype == PA_DTYPE_INT8)
+      make(T(), int8_t());
+#if PA_FP8_KV_CACHE
+    else if (p->k_cache_dtype == PA_DTYPE_FLOAT8_E4M3FN)
+      make(T(), fp8_e4m3());
+#endif
+    else
+      return false;
+    return true;
+  };
+  if (p->dtype == PA_DTYPE_FLOAT16) return with_cache(__half());
+  if (p->dtype == PA_DTYPE_BFLOAT16) return with_cache(__nv_bfloat16());
+  return false;
+}
+
+// What neither fused tensor-core backend (DECODE, PREFILL) serves, in the order their checks
+// report it: PA_SUCCESS, or unsupported() naming the feature. kernels_built: for_kernel_types found
+// a kernel; smem_bytes: what the backend's kernel needs per block.
+inline pa_status fused_backend_refusal(const pa__problem *p, const pa_device_caps *caps,
+                                       bool kernels_built, int smem_bytes, char *why,
+                                       size_t why_size) {
+  if (p->input_mode == PA__MODE_LATENT) return unsupported(why, why_size, "LATENT");
+  if (p->has_bias) return unsupported(why, why_size, "attention_bias");
+  if (p->qk_output) return unsupported(why, why_size, "output_qk");
+  if (p->head_size % 16 != 0 || p->head_size > 256)
+    return unsupported(why, why_size, "head_size %d (needs a multiple of 16 up to 256)",
+                       p->head_size);
+  if (p->v_head_size != p->head_size)
+    return unsupported(why, why_size, "v_head_size %d", p->v_head_size);
+  if (!kernels_built)
+    return unsupported(why, why_size, "key_cache dtype %s",
+                       pa_dtype_size(p->k_cache_dtype) == 1 ? "float8e4m3fn (not built)"
+                                                            : "other than T, int8, float8e4m3fn");
+  if (p->v_cache_dtype != p->k_cache_dtype)
+    return unsupported(why, why_size, "value_cache dtype different from key_cache's");
+  if (caps->compute_capability_major < 8)
+    return unsupported(why, why_size, "compute capability %d.%d (needs 8.0 or newer)",
+                       caps->compute_capability_major, caps->compute_capability_minor);
+  if (smem_bytes > caps->max_shared_memory_per_block_optin)
+    return unsupported(why, why_size,
+                       "head_size %d (needs %d bytes of shared memory per block, the device "
+                       "allows %lld)",
+                       p->head_size, smem_bytes, (long long)caps->max_shared_memory_per_block_optin);
+  return PA_SUCCESS;
+}
+
+// CTAs of smem_bytes of dynamic shared memory that fit on a multiprocessor, estimated without the
+// device: a multiprocessor has about 1 KB more than the per-block opt-in limit and reserves 1 KB
+// per CTA.
+inline int64_t ctas_per_sm_by_smem(const pa_device_caps *caps, int smem_bytes) {
+  return (caps->max_shared_memory_per_block_optin + 1024) / ((int64_t)smem_bytes + 1024);
 }
 
 }  // namespace detail

@@ -1,7 +1,6 @@
 // The DECODE backend's launcher (doc/backends.md): split-KV flash decoding, kernels in
 // decode_kernel.cuh. Plan time fixes the kernel variant, the split size, the grid, the workspace
 // regions and the kernel parameters; run only fills in the call's pointers and launches.
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,8 +52,6 @@ struct decode_state {
       work_counter_region;
 };
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 template <typename T, typename C, int DMAX>
 decode_variant variant_with() {
   return {decode_set_smem<T, C, DMAX>, decode_occupancy<T, C, DMAX>, decode_launch<T, C, DMAX>};
@@ -71,37 +68,10 @@ decode_variant variant_of(int head_size) {
   }
 }
 
-template <typename T>
-bool variant_for_cache(pa_dtype cache, int head_size, decode_variant *v) {
-  if (cache == dtype_of<T>::value)
-    *v = variant_of<T, T>(head_size);
-  else if (cache == PA_DTYPE_INT8)
-    *v = variant_of<T, int8_t>(head_size);
-#if PA_FP8_KV_CACHE
-  else if (cache == PA_DTYPE_FLOAT8_E4M3FN)
-    *v = variant_of<T, fp8_e4m3>(head_size);
-#endif
-  else
-    return false;
-  return true;
-}
-
 bool variant_for(const pa__problem *p, decode_variant *v) {
-  if (p->dtype == PA_DTYPE_FLOAT16)
-    return variant_for_cache<__half>(p->k_cache_dtype, p->head_size, v);
-  if (p->dtype == PA_DTYPE_BFLOAT16)
-    return variant_for_cache<__nv_bfloat16>(p->k_cache_dtype, p->head_size, v);
-  return false;
-}
-
-// Writes the unserved feature into why (plan.c prefixes "backend DECODE does not serve").
-__attribute__((format(printf, 3, 4))) pa_status unsupported(char *why, size_t why_size,
-                                                            const char *fmt, ...) {
-  va_list args;
-  va_start(args, fmt);
-  vsnprintf(why, why_size, fmt, args);
-  va_end(args);
-  return PA_ERROR_NOT_SUPPORTED;
+  return for_kernel_types(p, [&](auto t, auto c) {
+    *v = variant_of<decltype(t), decltype(c)>(p->head_size);
+  });
 }
 
 int smem_bytes_of(const pa__problem *p) {
@@ -114,30 +84,10 @@ int num_split_slots_for(const pa__problem *p, int tiles_per_split);
 
 pa_status decode_check(const pa__problem *p, const pa_device_caps *caps, char *why,
                        size_t why_size) {
-  if (p->input_mode == PA__MODE_LATENT) return unsupported(why, why_size, "LATENT");
-  if (p->has_bias) return unsupported(why, why_size, "attention_bias");
-  if (p->qk_output) return unsupported(why, why_size, "output_qk");
-  if (p->head_size % 16 != 0 || p->head_size > 256)
-    return unsupported(why, why_size, "head_size %d (needs a multiple of 16 up to 256)",
-                       p->head_size);
-  if (p->v_head_size != p->head_size)
-    return unsupported(why, why_size, "v_head_size %d", p->v_head_size);
   decode_variant v;
-  if (!variant_for(p, &v))
-    return unsupported(why, why_size, "key_cache dtype %s",
-                       pa_dtype_size(p->k_cache_dtype) == 1 ? "float8e4m3fn (not built)"
-                                                            : "other than T, int8, float8e4m3fn");
-  if (p->v_cache_dtype != p->k_cache_dtype)
-    return unsupported(why, why_size, "value_cache dtype different from key_cache's");
-  if (caps->compute_capability_major < 8)
-    return unsupported(why, why_size, "compute capability %d.%d (needs 8.0 or newer)",
-                       caps->compute_capability_major, caps->compute_capability_minor);
-  if (smem_bytes_of(p) > caps->max_shared_memory_per_block_optin)
-    return unsupported(why, why_size,
-                       "head_size %d (needs %d bytes of shared memory per block, the "
-                       "device allows %lld)",
-                       p->head_size, smem_bytes_of(p),
-                       (long long)caps->max_shared_memory_per_block_optin);
+  const pa_status refusal =
+      fused_backend_refusal(p, caps, variant_for(p, &v), smem_bytes_of(p), why, why_size);
+  if (refusal != PA_SUCCESS) return refusal;
   // Launch dimensions (the ones run uses): the static grid's x = token_count * cta_heads, y = the
   // split slots; the merge's x = token_count, y = num_heads. The work-list grid is smaller.
   const int head_chunks = (int)ceil_div(p->group_size, kDecodeHeadsPerCta);
@@ -154,15 +104,12 @@ pa_status decode_check(const pa__problem *p, const pa_device_caps *caps, char *w
   return PA_SUCCESS;
 }
 
-// Resident CTAs per multiprocessor, estimated without the device: shared memory (a multiprocessor
-// has about 1 KB more than the per-block opt-in limit and reserves 1 KB per CTA) and registers
+// Resident CTAs per multiprocessor, estimated without the device: shared memory and registers
 // (-Xptxas -v, sm_90a: 111 to 163 per thread up to DMAX 128, 207 to 244 for DMAX 256: 3 or 2
 // CTAs of 128 threads).
 int64_t ctas_per_sm_of(const pa_device_caps *caps, int smem_bytes, const pa__problem *p) {
   const int64_t by_registers = decode_dmax(p->head_size) <= 128 ? 3 : 2;
-  const int64_t by_smem =
-      (caps->max_shared_memory_per_block_optin + 1024) / ((int64_t)smem_bytes + 1024);
-  return std::max<int64_t>(1, std::min(by_registers, by_smem));
+  return std::max<int64_t>(1, std::min(by_registers, ctas_per_sm_by_smem(caps, smem_bytes)));
 }
 
 // The split size depends only on static shapes and the device, never on attention_metadata, so the

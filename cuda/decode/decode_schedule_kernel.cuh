@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "../common/block_scan.cuh"
 #include "../common/chained_launch.cuh"
 #include "decode_kernel.cuh"
 
@@ -18,7 +19,6 @@ constexpr int kScheduleThreads = 1024;
 __global__ void __launch_bounds__(kScheduleThreads) decode_schedule_kernel(const decode_params P) {
   wait_for_previous_kernel();
   __shared__ int32_t warp_totals[kScheduleThreads / 32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   int32_t carry = 0;
   for (int64_t chunk = 0; chunk < P.token_count; chunk += kScheduleThreads) {
     const int64_t token = chunk + threadIdx.x;
@@ -29,31 +29,11 @@ __global__ void __launch_bounds__(kScheduleThreads) decode_schedule_kernel(const
       splits = (int32_t)min((tiles + P.tiles_per_split - 1) / P.tiles_per_split,
                             (int64_t)P.num_split_slots);
     }
-    int32_t inclusive = splits;
-#pragma unroll
-    for (int offset = 1; offset < 32; offset *= 2) {
-      int32_t other = __shfl_up_sync(0xffffffffu, inclusive, offset);
-      if (lane >= offset) inclusive += other;
-    }
-    if (lane == 31) warp_totals[warp] = inclusive;
-    __syncthreads();
-    if (warp == 0) {
-      int32_t total = warp_totals[lane];
-#pragma unroll
-      for (int offset = 1; offset < 32; offset *= 2) {
-        int32_t other = __shfl_up_sync(0xffffffffu, total, offset);
-        if (lane >= offset) total += other;
-      }
-      warp_totals[lane] = total;
-    }
-    __syncthreads();
-    const int32_t first = carry + inclusive - splits + (warp > 0 ? warp_totals[warp - 1] : 0);
+    const int32_t first = block_exclusive_scan<kScheduleThreads>(splits, warp_totals, carry);
     if (token < P.token_count) {
       P.item_begin[token] = first;
       for (int32_t s = 0; s < splits; s++) P.work_items[first + s] = make_int2((int)token, s);
     }
-    carry += warp_totals[kScheduleThreads / 32 - 1];
-    __syncthreads();  // warp_totals is rewritten by the next chunk
   }
   if (threadIdx.x == 0) {
     P.item_begin[P.token_count] = carry;

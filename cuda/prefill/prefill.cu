@@ -2,7 +2,6 @@
 // (kernels in prefill_kernel.cuh). Plan time fixes the kernel variant, the row-block geometry, the
 // split size, the grid and the workspace; run fills the pointers and launches the schedule, the
 // attention and, with splits, the merge.
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +35,9 @@ struct prefill_state {
   prefill_variant variant;
   prefill_params params;  // every field but the pointers of a call, fixed here
   split_merge_params merge;
+  void (*merge_kernel)(const split_merge_params);
+  dim3 merge_grid;
+  int out_row_elems, t_bytes;  // the schedule kernel's (it zeroes the rows of no sequence)
   dim3 grid;
   int smem_bytes;
   bool chained;  // programmatic dependent launch (compute capability 9.0 and newer)
@@ -43,8 +45,6 @@ struct prefill_state {
   int partial_out_region, partial_ml_region, split_counts_region, unit_begin_region,
       work_counter_region;
 };
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 template <typename T, typename C, int DMAX>
 prefill_variant variant_with() {
@@ -62,35 +62,10 @@ prefill_variant variant_of(int head_size) {
       return variant_with<T, C, 256>();
   }
 }
-template <typename T>
-bool variant_for_cache(pa_dtype cache, int head_size, prefill_variant *v) {
-  if (cache == dtype_of<T>::value)
-    *v = variant_of<T, T>(head_size);
-  else if (cache == PA_DTYPE_INT8)
-    *v = variant_of<T, int8_t>(head_size);
-#if PA_FP8_KV_CACHE
-  else if (cache == PA_DTYPE_FLOAT8_E4M3FN)
-    *v = variant_of<T, fp8_e4m3>(head_size);
-#endif
-  else
-    return false;
-  return true;
-}
 bool variant_for(const pa__problem *p, prefill_variant *v) {
-  if (p->dtype == PA_DTYPE_FLOAT16) return variant_for_cache<__half>(p->k_cache_dtype, p->head_size, v);
-  if (p->dtype == PA_DTYPE_BFLOAT16)
-    return variant_for_cache<__nv_bfloat16>(p->k_cache_dtype, p->head_size, v);
-  return false;
-}
-
-// Writes the unserved feature into why (plan.c prefixes "backend PREFILL does not serve").
-__attribute__((format(printf, 3, 4))) pa_status unsupported(char *why, size_t why_size,
-                                                            const char *fmt, ...) {
-  va_list args;
-  va_start(args, fmt);
-  vsnprintf(why, why_size, fmt, args);
-  va_end(args);
-  return PA_ERROR_NOT_SUPPORTED;
+  return for_kernel_types(p, [&](auto t, auto c) {
+    *v = variant_of<decltype(t), decltype(c)>(p->head_size);
+  });
 }
 
 int smem_bytes_of(const pa__problem *p) {
@@ -112,30 +87,10 @@ row_geometry row_geometry_of(const pa__problem *p) {
 
 pa_status prefill_check(const pa__problem *p, const pa_device_caps *caps, char *why,
                         size_t why_size) {
-  if (p->input_mode == PA__MODE_LATENT) return unsupported(why, why_size, "LATENT");
-  if (p->has_bias) return unsupported(why, why_size, "attention_bias");
-  if (p->qk_output) return unsupported(why, why_size, "output_qk");
-  if (p->head_size % 16 != 0 || p->head_size > 256)
-    return unsupported(why, why_size, "head_size %d (needs a multiple of 16 up to 256)",
-                       p->head_size);
-  if (p->v_head_size != p->head_size)
-    return unsupported(why, why_size, "v_head_size %d", p->v_head_size);
   prefill_variant v;
-  if (!variant_for(p, &v))
-    return unsupported(why, why_size, "key_cache dtype %s",
-                       pa_dtype_size(p->k_cache_dtype) == 1 ? "float8e4m3fn (not built)"
-                                                            : "other than T, int8, float8e4m3fn");
-  if (p->v_cache_dtype != p->k_cache_dtype)
-    return unsupported(why, why_size, "value_cache dtype different from key_cache's");
-  if (caps->compute_capability_major < 8)
-    return unsupported(why, why_size, "compute capability %d.%d (needs 8.0 or newer)",
-                       caps->compute_capability_major, caps->compute_capability_minor);
-  if (smem_bytes_of(p) > caps->max_shared_memory_per_block_optin)
-    return unsupported(why, why_size,
-                       "head_size %d (needs %d bytes of shared memory per block, the device "
-                       "allows %lld)",
-                       p->head_size, smem_bytes_of(p),
-                       (long long)caps->max_shared_memory_per_block_optin);
+  const pa_status refusal =
+      fused_backend_refusal(p, caps, variant_for(p, &v), smem_bytes_of(p), why, why_size);
+  if (refusal != PA_SUCCESS) return refusal;
   // the merge grid is (token_count, num_heads); work units are counted in int32
   if (p->num_heads > 65535)
     return unsupported(why, why_size, "num_heads %d (the merge grid allows 65535)", p->num_heads);
@@ -150,14 +105,11 @@ pa_status prefill_check(const pa__problem *p, const pa_device_caps *caps, char *
   return PA_SUCCESS;
 }
 
-// Resident CTAs per multiprocessor, estimated without the device: shared memory (a multiprocessor
-// has about 1 KB more than the per-block opt-in limit and reserves 1 KB per CTA) and the
-// kernel's launch bounds (2 CTAs up to 128 channels, 1 at 256).
+// Resident CTAs per multiprocessor, estimated without the device: shared memory and the kernel's
+// launch bounds (2 CTAs up to 128 channels, 1 at 256).
 int64_t ctas_per_sm_of(const pa_device_caps *caps, int smem_bytes, const pa__problem *p) {
   const int64_t by_registers = prefill_dmax(p->head_size) <= 128 ? 2 : 1;
-  const int64_t by_smem =
-      (caps->max_shared_memory_per_block_optin + 1024) / ((int64_t)smem_bytes + 1024);
-  return std::max<int64_t>(1, std::min(by_registers, by_smem));
+  return std::max<int64_t>(1, std::min(by_registers, ctas_per_sm_by_smem(caps, smem_bytes)));
 }
 
 // The split size depends only on static shapes and the device, never on attention_metadata, so
@@ -257,6 +209,11 @@ pa_status prefill_plan(pa_plan *plan, int setup_device) {
                             g.head_blocks * P.num_split_slots * p->kv_num_heads;
   s->grid = dim3((unsigned)std::max<int64_t>(1, std::min(resident, max_units)));
 
+  s->merge_kernel = p->dtype == PA_DTYPE_BFLOAT16 ? split_merge_kernel<__nv_bfloat16>
+                                                  : split_merge_kernel<__half>;
+  s->merge_grid = dim3((unsigned)p->token_count, (unsigned)p->num_heads);
+  s->out_row_elems = (int)pa__out_row_elems(p);
+  s->t_bytes = (int)pa_dtype_size(p->dtype);
   split_merge_params &M = s->merge;
   memset(&M, 0, sizeof M);
   M.num_split_slots = P.num_split_slots;
@@ -278,7 +235,6 @@ pa_status prefill_plan(pa_plan *plan, int setup_device) {
 }
 
 pa_status prefill_run(const pa_plan *plan, const pa__io *io, pa__stream stream) {
-  const pa__problem *p = &plan->problem;
   const prefill_state *s = (const prefill_state *)plan->backend_state;
   prefill_params P = s->params;
   P.q = io->q_attn;
@@ -303,9 +259,8 @@ pa_status prefill_run(const pa_plan *plan, const pa__io *io, pa__stream stream) 
   P.work_counter = (unsigned int *)pa__workspace_at(w, s->work_counter_region, io->workspace);
 
   cudaStream_t st = (cudaStream_t)stream;
-  const int t_bytes = (int)pa_dtype_size(p->dtype);
   cudaError_t err = launch_chained(prefill_schedule_kernel, dim3(1), kPrefillScheduleThreads, 0, st,
-                                   s->chained, P, (int)pa__out_row_elems(p), t_bytes);
+                                   s->chained, P, s->out_row_elems, s->t_bytes);
   if (err == cudaSuccess) err = s->variant.launch(P, s->grid, s->smem_bytes, st, s->chained);
   if (err == cudaSuccess && P.num_split_slots > 1) {
     split_merge_params M = s->merge;
@@ -315,11 +270,7 @@ pa_status prefill_run(const pa_plan *plan, const pa__io *io, pa__stream stream) 
     M.head_sink = P.head_sink;
     M.v_scale = P.v_scale;
     M.output = P.output;
-    void (*merge)(const split_merge_params) = p->dtype == PA_DTYPE_BFLOAT16
-                                                  ? split_merge_kernel<__nv_bfloat16>
-                                                  : split_merge_kernel<__half>;
-    err = launch_chained(merge, dim3((unsigned)p->token_count, (unsigned)p->num_heads),
-                         kMergeThreads, 0, st, s->chained, M);
+    err = launch_chained(s->merge_kernel, s->merge_grid, kMergeThreads, 0, st, s->chained, M);
   }
   if (err != cudaSuccess)
     return pa__fail(PA_ERROR_CUDA, "PREFILL: kernel launch failed: %s", cudaGetErrorString(err));

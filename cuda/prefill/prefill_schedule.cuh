@@ -2,6 +2,7 @@
 // only the launcher's translation unit includes this).
 #pragma once
 
+#include "../common/block_scan.cuh"
 #include "prefill_kernel.cuh"
 
 namespace pa {
@@ -14,7 +15,6 @@ __global__ void __launch_bounds__(kPrefillScheduleThreads)
     prefill_schedule_kernel(const prefill_params P, int out_row_elems, int t_bytes) {
   wait_for_previous_kernel();
   __shared__ int32_t warp_totals[kPrefillScheduleThreads / 32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   int32_t carry = 0;
   for (int32_t chunk = 0; chunk < P.batch_size; chunk += kPrefillScheduleThreads) {
     const int32_t b = chunk + (int32_t)threadIdx.x;
@@ -25,28 +25,8 @@ __global__ void __launch_bounds__(kPrefillScheduleThreads)
         units = prefill_row_blocks(P, min(span.q_len, P.token_count)) *
                 prefill_sequence_splits(P, span.kv_len);
     }
-    int32_t inclusive = units;
-#pragma unroll
-    for (int offset = 1; offset < 32; offset *= 2) {
-      int32_t other = __shfl_up_sync(0xffffffffu, inclusive, offset);
-      if (lane >= offset) inclusive += other;
-    }
-    if (lane == 31) warp_totals[warp] = inclusive;
-    __syncthreads();
-    if (warp == 0) {
-      int32_t total = warp_totals[lane];
-#pragma unroll
-      for (int offset = 1; offset < 32; offset *= 2) {
-        int32_t other = __shfl_up_sync(0xffffffffu, total, offset);
-        if (lane >= offset) total += other;
-      }
-      warp_totals[lane] = total;
-    }
-    __syncthreads();
-    if (b < P.batch_size)
-      P.unit_begin[b] = carry + inclusive - units + (warp > 0 ? warp_totals[warp - 1] : 0);
-    carry += warp_totals[kPrefillScheduleThreads / 32 - 1];
-    __syncthreads();  // warp_totals is rewritten by the next chunk
+    const int32_t first = block_exclusive_scan<kPrefillScheduleThreads>(units, warp_totals, carry);
+    if (b < P.batch_size) P.unit_begin[b] = first;
   }
   if (threadIdx.x == 0) {
     P.unit_begin[P.batch_size] = carry;

@@ -45,7 +45,6 @@ struct unfused_extents {
 };
 
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-inline int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
 
 // Sets e's chunk sizes (and what follows from them).
 inline void set_chunking(const pa__problem *p, unfused_extents *e, int64_t chunk_seqs,

@@ -95,6 +95,19 @@ int gpu_available(void) {
   return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
 }
 
+size_t gpu_captured_nodes(const pa_plan *plan, const void *const *inputs, void *const *outputs,
+                          void *workspace, size_t bytes, pa_stream stream, pa_status *st) {
+  cudaGraph_t graph = NULL;
+  size_t nodes = (size_t)-1;
+  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return nodes;
+  *st = pa_execute(plan, inputs, outputs, workspace, bytes, stream);
+  if (cudaStreamEndCapture(stream, &graph) == cudaSuccess &&
+      cudaGraphGetNodes(graph, NULL, &nodes) != cudaSuccess)
+    nodes = (size_t)-1;
+  if (graph) cudaGraphDestroy(graph);
+  return nodes;
+}
+
 unsigned gpu_test_seed(void) {
   const char *env = getenv("PA_TEST_SEED");
   unsigned seed = env && *env ? (unsigned)strtoul(env, NULL, 0) : (unsigned)time(NULL);

@@ -160,6 +160,12 @@ gpu_case gpu_case_default(const char *name);
 /* 1 when cudaGetDeviceCount succeeds with at least one device, else 0. */
 int gpu_available(void);
 
+/* The nodes a stream capture of one pa_execute records ((size_t)-1 when the capture itself fails);
+ * *st gets pa_execute's status. A call refused before any launch records none, which is how the
+ * workspace checks are shown to come before every launch. */
+size_t gpu_captured_nodes(const pa_plan *plan, const void *const *inputs, void *const *outputs,
+                          void *workspace, size_t bytes, pa_stream stream, pa_status *st);
+
 /* The run's seed: PA_TEST_SEED from the environment, else time-based. Printed once to stderr. */
 unsigned gpu_test_seed(void);
 

@@ -685,19 +685,6 @@ static int auto_picks_unfused_for_output_qk(void) {
 /* Workspace too small, NULL or misaligned: pa_execute fails before any launch, which a stream
  * capture shows as an empty graph. The same capture with the right workspace records launches, so
  * the check can fail. */
-static size_t captured_nodes(const pa_plan *plan, const void *const *inputs, void *const *outputs,
-                             void *workspace, size_t bytes, cudaStream_t stream, pa_status *st) {
-  cudaGraph_t graph = NULL;
-  size_t nodes = (size_t)-1;
-  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return nodes;
-  *st = pa_execute(plan, inputs, outputs, workspace, bytes, stream);
-  if (cudaStreamEndCapture(stream, &graph) == cudaSuccess &&
-      cudaGraphGetNodes(graph, NULL, &nodes) != cudaSuccess)
-    nodes = (size_t)-1;
-  if (graph) cudaGraphDestroy(graph);
-  return nodes;
-}
-
 static int workspace_checked_before_launch(void) {
   pa_attributes a;
   pa_tensor_desc in[PA_NUM_INPUTS], out[PA_NUM_OUTPUTS];
@@ -725,16 +712,16 @@ static int workspace_checked_before_launch(void) {
       if (in[i].dtype != PA_DTYPE_UNDEFINED) inputs[i] = arena;
     void *outputs[PA_NUM_OUTPUTS] = {arena, NULL, NULL, NULL};
     pa_status st = PA_SUCCESS;
-    size_t nodes = captured_nodes(plan, inputs, outputs, workspace, bytes - 1, stream, &st);
+    size_t nodes = gpu_captured_nodes(plan, inputs, outputs, workspace, bytes - 1, stream, &st);
     ok &= expect(st == PA_ERROR_WORKSPACE_TOO_SMALL && message_names("workspace") && nodes == 0,
                  "workspace one byte short: WORKSPACE_TOO_SMALL and nothing launched");
-    nodes = captured_nodes(plan, inputs, outputs, NULL, bytes, stream, &st);
+    nodes = gpu_captured_nodes(plan, inputs, outputs, NULL, bytes, stream, &st);
     ok &= expect(st == PA_ERROR_WORKSPACE_TOO_SMALL && nodes == 0,
                  "workspace NULL: WORKSPACE_TOO_SMALL and nothing launched");
-    nodes = captured_nodes(plan, inputs, outputs, (char *)workspace + 16, bytes, stream, &st);
+    nodes = gpu_captured_nodes(plan, inputs, outputs, (char *)workspace + 16, bytes, stream, &st);
     ok &= expect(st == PA_ERROR_MISALIGNED && message_names("workspace") && nodes == 0,
                  "workspace misaligned: MISALIGNED and nothing launched");
-    nodes = captured_nodes(plan, inputs, outputs, workspace, bytes, stream, &st);
+    nodes = gpu_captured_nodes(plan, inputs, outputs, workspace, bytes, stream, &st);
     ok &= expect(st == PA_SUCCESS && nodes > 0 && nodes != (size_t)-1,
                  "workspace exact: the same capture records the launches");
   }

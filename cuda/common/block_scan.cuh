@@ -1,0 +1,44 @@
+// A block-wide exclusive prefix sum of one int32 per thread, for the one-CTA schedule kernels that
+// lay out each token's or sequence's work items from device-side lengths.
+#pragma once
+
+#include <stdint.h>
+
+namespace pa {
+namespace detail {
+
+// The exclusive prefix sum of `value` over the block's threads in thread order, plus `carry`; then
+// carry += the block's total, so successive calls continue one scan over chunks of 1024 values.
+// Every thread of the block calls it (it synchronizes); warp_totals is 32 ints of shared memory,
+// reusable once it returns.
+template <int kThreads>
+__device__ __forceinline__ int32_t block_exclusive_scan(int32_t value, int32_t *warp_totals,
+                                                        int32_t &carry) {
+  static_assert(kThreads == 32 * 32, "warp 0 scans one warp total per lane");
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int32_t inclusive = value;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset *= 2) {
+    int32_t other = __shfl_up_sync(0xffffffffu, inclusive, offset);
+    if (lane >= offset) inclusive += other;
+  }
+  if (lane == 31) warp_totals[warp] = inclusive;
+  __syncthreads();
+  if (warp == 0) {
+    int32_t total = warp_totals[lane];
+#pragma unroll
+    for (int offset = 1; offset < 32; offset *= 2) {
+      int32_t other = __shfl_up_sync(0xffffffffu, total, offset);
+      if (lane >= offset) total += other;
+    }
+    warp_totals[lane] = total;
+  }
+  __syncthreads();
+  const int32_t first = carry + inclusive - value + (warp > 0 ? warp_totals[warp - 1] : 0);
+  carry += warp_totals[kThreads / 32 - 1];
+  __syncthreads();  // warp_totals is rewritten by the next call
+  return first;
+}
+
+}  // namespace detail
+}  // namespace pa
