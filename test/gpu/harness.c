@@ -671,8 +671,17 @@ static int fixture_init(fixture *f, const gpu_case *c, const char *name, pa_back
 }
 
 /* Uploads the step's inputs on the stream (caches only at step 0: afterwards they live on the
- * device) and poisons the outputs so that an unwritten element cannot pass. */
+ * device) and poisons the outputs so that an unwritten element cannot pass. The workspace gets a
+ * byte that changes with the seed and the step (0x00 and 0xff included), so that a kernel reading
+ * scratch it did not write in this call (a count left from the last step, or the zeros of a fresh
+ * cudaMalloc) gives a different result from one step to the next. */
 static int upload(fixture *f, int step) {
+  if (f->workspace_bytes) {
+    const int poison = step % 2 ? 0xff : (int)((f->seed + (unsigned)step * 0x9du) & 0xfe);
+    if (!cuda_ok(f, cudaMemsetAsync(f->workspace, poison, f->workspace_bytes, f->stream),
+                 "poison workspace"))
+      return 0;
+  }
   for (int i = 0; i < PA_NUM_INPUTS; i++) {
     if (!f->in_bytes[i]) continue;
     if ((i == PA_IN_KEY_CACHE || i == PA_IN_VALUE_CACHE) && step > 0) continue;
