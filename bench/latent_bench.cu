@@ -89,9 +89,11 @@ struct step {
     in[PA_IN_PAST_SEQLENS] = desc(PA_DTYPE_INT32, 1, r.batch);
     in[PA_IN_BLOCK_TABLE] = desc(PA_DTYPE_INT32, 2, r.batch, blocks_per_seq);
     if (quantized) in[PA_IN_K_SCALE] = desc(PA_DTYPE_FLOAT32, 1, 1);
+    in[PA_IN_ATTENTION_METADATA] = desc(PA_DTYPE_INT32, 1, 2);  // values: pa_plan_options
     out[PA_OUT_OUTPUT] = desc(PA_DTYPE_BFLOAT16, 2, n, (int64_t)r.heads * kValue);
     for (int i = 0; i < PA_NUM_INPUTS; i++)
-      if (in[i].dtype != PA_DTYPE_UNDEFINED) CHECK_CUDA(cudaMalloc(&d_in[i], desc_bytes(in[i])));
+      if (i != PA_IN_ATTENTION_METADATA && in[i].dtype != PA_DTYPE_UNDEFINED)
+        CHECK_CUDA(cudaMalloc(&d_in[i], desc_bytes(in[i])));
     CHECK_CUDA(cudaMalloc(&d_out, desc_bytes(out[PA_OUT_OUTPUT])));
     fill(d_in[PA_IN_QUERY], n * r.heads * kLatent, PA_DTYPE_BFLOAT16, 1.0f, seed + 1);
     fill(d_in[PA_IN_KEY], n * kLatent, PA_DTYPE_BFLOAT16, 1.0f, seed + 2);
