@@ -28,6 +28,7 @@
 #include <cuda_runtime.h>
 
 #include "bench_common.cuh"
+#include "bench_peaks.cuh"
 #include "host_numeric.h"
 #include "pagedattn/pagedattn.h"
 
@@ -37,6 +38,7 @@ using bench::desc;
 using bench::desc_bytes;
 using bench::dtype_name;
 using bench::fill;
+using bench::copy_tbps;
 using bench::median_us;
 
 struct shape {
@@ -331,21 +333,6 @@ double time_execute(const pa_plan *plan, const device_problem &p, void *workspac
                           : median_us(stream, 10, reps, 1, step);
   if (exec) CHECK_CUDA(cudaGraphExecDestroy(exec));
   return us;
-}
-
-// Device-to-device copy bandwidth (read + write counted), TB/s.
-double copy_tbps(cudaStream_t stream) {
-  const size_t bytes = (size_t)1 << 30;
-  void *a, *b;
-  CHECK_CUDA(cudaMalloc(&a, bytes));
-  CHECK_CUDA(cudaMalloc(&b, bytes));
-  CHECK_CUDA(cudaMemsetAsync(a, 1, bytes, stream));
-  const double us = median_us(stream, 5, 25, 1, [&]() {
-    CHECK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream));
-  });
-  CHECK_CUDA(cudaFree(a));
-  CHECK_CUDA(cudaFree(b));
-  return 2.0 * bytes / (us * 1e-6) / 1e12;
 }
 
 // Plans, checks against the oracle, times; returns 0 when the check passed.

@@ -36,23 +36,13 @@
 #include <utility>
 #include <vector>
 
-#include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "bench_common.cuh"
+#include "bench_peaks.cuh"
 #include "pagedattn/pagedattn.h"
-
-#define CHECK_CUBLAS(call)                                                          \
-  do {                                                                              \
-    cublasStatus_t st_ = (call);                                                    \
-    if (st_ != CUBLAS_STATUS_SUCCESS) {                                             \
-      fprintf(stderr, "%s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, #call, \
-              (int)st_);                                                            \
-      exit(2);                                                                      \
-    }                                                                               \
-  } while (0)
 
 namespace {
 
@@ -60,65 +50,11 @@ using bench::desc;
 using bench::desc_bytes;
 using bench::dtype_name;
 using bench::fill;
+using bench::gemm_peak_tflops;
 using bench::median_us;
 
 constexpr size_t kMaxWorkspace = (size_t)10 << 30;  // UNFUSED above this is skipped
 constexpr double kSlowStepUs = 20000.0;               // above this: graph replays only
-
-// ---- the dense bf16 GEMM peak (cuBLASLt) -------------------------------------------------------
-
-// TFLOP/s of an n x n x n bf16 GEMM (fp32 accumulation, bf16 output), random data, median of 100.
-double gemm_peak_tflops(cudaStream_t stream, int n) {
-  const size_t elems = (size_t)n * n, ws_bytes = (size_t)32 << 20;
-  void *a, *b, *c, *ws;
-  CHECK_CUDA(cudaMalloc(&a, elems * 2));
-  CHECK_CUDA(cudaMalloc(&b, elems * 2));
-  CHECK_CUDA(cudaMalloc(&c, elems * 2));
-  CHECK_CUDA(cudaMalloc(&ws, ws_bytes));
-  fill(a, (int64_t)elems, PA_DTYPE_BFLOAT16, 1.0f, 101);
-  fill(b, (int64_t)elems, PA_DTYPE_BFLOAT16, 1.0f, 102);
-  CHECK_CUDA(cudaDeviceSynchronize());
-  cublasLtHandle_t lt;
-  CHECK_CUBLAS(cublasLtCreate(&lt));
-  cublasLtMatmulDesc_t op;
-  CHECK_CUBLAS(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;
-  CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof transa));
-  CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof transb));
-  cublasLtMatrixLayout_t la, lb, lc;  // column-major; A stored k x m (used transposed)
-  CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, n, n, n));
-  CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, n, n, n));
-  CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, n, n, n));
-  cublasLtMatmulPreference_t pref;
-  CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
-  CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                    &ws_bytes, sizeof ws_bytes));
-  cublasLtMatmulHeuristicResult_t heuristic;
-  int found = 0;
-  CHECK_CUBLAS(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, &heuristic, &found));
-  double tflops = 0;
-  if (found > 0) {
-    const float alpha = 1.0f, beta = 0.0f;
-    const double us = median_us(stream, 10, 100, 1, [&]() {
-      CHECK_CUBLAS(cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, c, lc, c, lc,
-                                  &heuristic.algo, ws, ws_bytes, stream));
-    });
-    tflops = 2.0 * n * (double)n * n / (us * 1e-6) / 1e12;
-  } else {
-    fprintf(stderr, "cuBLASLt found no algorithm for the %d^3 bf16 GEMM\n", n);
-  }
-  cublasLtMatmulPreferenceDestroy(pref);
-  cublasLtMatrixLayoutDestroy(la);
-  cublasLtMatrixLayoutDestroy(lb);
-  cublasLtMatrixLayoutDestroy(lc);
-  cublasLtMatmulDescDestroy(op);
-  cublasLtDestroy(lt);
-  CHECK_CUDA(cudaFree(a));
-  CHECK_CUDA(cudaFree(b));
-  CHECK_CUDA(cudaFree(c));
-  CHECK_CUDA(cudaFree(ws));
-  return tflops;
-}
 
 // ---- host decoding for the oracle -------------------------------------------------------------
 

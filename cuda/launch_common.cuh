@@ -94,6 +94,42 @@ inline pa_status fused_backend_refusal(const pa__problem *p, const pa_device_cap
   return PA_SUCCESS;
 }
 
+// The row blocks of a step (units per KV head before splits) when a block holds tokens_per_block
+// tokens of head_blocks blocks per token: every non-empty sequence has at least one, so
+// min(batch_size, token_count) is a floor.
+inline int64_t row_blocks_of(const pa__problem *p, int64_t tokens_per_block, int64_t head_blocks) {
+  const int64_t token_blocks = (p->token_count + tokens_per_block - 1) / tokens_per_block;
+  const int64_t floor_blocks =
+      p->batch_size < p->token_count ? (int64_t)p->batch_size : p->token_count;
+  return (token_blocks > floor_blocks ? token_blocks : floor_blocks) * head_blocks;
+}
+
+// The split size, in tiles of tile_keys keys, of a split-KV backend with `row_blocks` row blocks
+// per KV head and ctas_per_sm resident CTAs per multiprocessor. It depends only on static shapes
+// and the device, never on attention_metadata, so every key range is partitioned (and summed) the
+// same way with bounds absent, tight or loose. Splits are worth it only when the units alone cannot
+// fill the device twice over; a split spans at least min_tiles tiles (shorter ones cost more in
+// partial writes and merging than they gain in balance), and the fp32 partials of every split slot
+// stay below max_partial_bytes.
+inline int64_t split_tiles_for(const pa__problem *p, const pa_device_caps *caps,
+                               int64_t ctas_per_sm, int64_t row_blocks, int tile_keys,
+                               int64_t min_tiles, int64_t max_partial_bytes) {
+  auto max64 = [](int64_t a, int64_t b) { return a > b ? a : b; };
+  const int64_t capacity_tiles =
+      max64(1, ceil_div((int64_t)p->max_blocks_per_seq * p->block_size, tile_keys));
+  const int64_t sms = caps->multiprocessor_count > 0 ? caps->multiprocessor_count : 1;
+  const int64_t target_ctas = 2 * sms * ctas_per_sm;
+  const int64_t units = max64(1, row_blocks * p->kv_num_heads);
+  if (units >= target_ctas) return capacity_tiles;
+  const int64_t splits_wanted = ceil_div(target_ctas, units);
+  int64_t tiles = max64(min_tiles, ceil_div(capacity_tiles, splits_wanted));
+  const int64_t slot_bytes =
+      max64(1, p->token_count * p->num_heads * ((int64_t)p->v_head_size * 4 + 8));
+  const int64_t max_slots = max64(1, max_partial_bytes / slot_bytes);
+  tiles = max64(tiles, ceil_div(capacity_tiles, max_slots));
+  return tiles < capacity_tiles ? tiles : capacity_tiles;
+}
+
 // CTAs of smem_bytes of dynamic shared memory that fit on a multiprocessor, estimated without the
 // device: a multiprocessor has about 1 KB more than the per-block opt-in limit and reserves 1 KB
 // per CTA.

@@ -44,11 +44,13 @@ static const pa__backend_ops *find_gpu_backend(pa_backend id) {
   return NULL;
 }
 
-/* AUTO's preference beyond eligibility: DECODE serves any ragged batch when forced, but AUTO takes
- * it only for decode-shaped steps (a static shape test; doc/backends.md, "What AUTO picks, and
+/* AUTO's preference beyond eligibility: DECODE and LATENT serve any ragged batch when forced, but
+ * AUTO takes DECODE only for decode-shaped steps and LATENT only for decode-shaped LATENT steps of
+ * up to 4 query tokens per sequence (static shape tests; doc/backends.md, "What AUTO picks, and
  * why"). */
 static int auto_prefers(const pa__backend_ops *ops, const pa__problem *p) {
   if (ops->id == PA_BACKEND_DECODE) return p->token_count <= p->batch_size;
+  if (ops->id == PA_BACKEND_LATENT) return p->token_count <= 4 * (int64_t)p->batch_size;
   return 1;
 }
 

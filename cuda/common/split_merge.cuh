@@ -35,7 +35,8 @@ struct split_merge_params {
 
 constexpr int kMergeThreads = 128;
 constexpr int kMergeWarps = kMergeThreads / 32;
-// A lane holds 4 channels of every 128 (one float4): head sizes up to 256 take two.
+// A lane holds 4 channels of every 128 (one float4): head sizes up to 256 take two (the default),
+// LATENT's 512 value channels four.
 constexpr int kMergeVecsPerLane = 256 / 128;
 // Split rows a warp loads before it adds any: the loads of one round are independent, so a long
 // sequence's dozens of splits cost a few L2 round trips instead of one each.
@@ -58,11 +59,11 @@ __device__ __forceinline__ float merge_block_reduce(float x, float *scratch, Op 
 // Combines the items of one (token, head). Items with no admitted key are skipped and split s is
 // always added by warp s % kMergeWarps, in split order, the warps' sums then in warp order: the
 // result does not depend on how many split slots the launch had (bounds absent, tight or loose).
-template <typename T>
+template <typename T, int kVecsPerLane = kMergeVecsPerLane>
 __global__ void __launch_bounds__(kMergeThreads) split_merge_kernel(const split_merge_params P) {
   wait_for_previous_kernel();
   __shared__ float scratch[kMergeWarps];
-  __shared__ float4 warp_sums[kMergeWarps][32 * kMergeVecsPerLane];
+  __shared__ float4 warp_sums[kMergeWarps][32 * kVecsPerLane];
   const int64_t token = blockIdx.x;
   const int head = blockIdx.y;
   const int head_size = P.head_size;
@@ -97,18 +98,18 @@ __global__ void __launch_bounds__(kMergeThreads) split_merge_kernel(const split_
       reinterpret_cast<const float4 *>(P.partial_out + (first * P.num_heads + head) * head_size);
   const int64_t split_stride = (int64_t)P.num_heads * head_size / 4;
   const int vecs = head_size / 4;
-  float4 sum[kMergeVecsPerLane];
+  float4 sum[kVecsPerLane];
 #pragma unroll
-  for (int k = 0; k < kMergeVecsPerLane; k++) sum[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  for (int k = 0; k < kVecsPerLane; k++) sum[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   for (int round = warp; round < count; round += kMergeWarps * kMergeRowsInFlight) {
     float weight[kMergeRowsInFlight];
-    float4 row[kMergeRowsInFlight][kMergeVecsPerLane];
+    float4 row[kMergeRowsInFlight][kVecsPerLane];
 #pragma unroll
     for (int r = 0; r < kMergeRowsInFlight; r++) {
       const int s = round + r * kMergeWarps;
       const float2 x = s < count ? ml[(int64_t)s * P.num_heads] : make_float2(0.0f, 0.0f);
 #pragma unroll
-      for (int k = 0; k < kMergeVecsPerLane; k++) {
+      for (int k = 0; k < kVecsPerLane; k++) {
         const int v = lane + 32 * k;
         row[r][k] = s < count && v < vecs ? partial[s * split_stride + v]
                                           : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -119,7 +120,7 @@ __global__ void __launch_bounds__(kMergeThreads) split_merge_kernel(const split_
     for (int r = 0; r < kMergeRowsInFlight; r++) {
       if (weight[r] < 0.0f) continue;
 #pragma unroll
-      for (int k = 0; k < kMergeVecsPerLane; k++) {
+      for (int k = 0; k < kVecsPerLane; k++) {
         sum[k].x += row[r][k].x * weight[r];
         sum[k].y += row[r][k].y * weight[r];
         sum[k].z += row[r][k].z * weight[r];
@@ -128,7 +129,7 @@ __global__ void __launch_bounds__(kMergeThreads) split_merge_kernel(const split_
     }
   }
 #pragma unroll
-  for (int k = 0; k < kMergeVecsPerLane; k++) warp_sums[warp][lane + 32 * k] = sum[k];
+  for (int k = 0; k < kVecsPerLane; k++) warp_sums[warp][lane + 32 * k] = sum[k];
   __syncthreads();
 
   const float sink = sink_log2<T>(P.head_sink, head);

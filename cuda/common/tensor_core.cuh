@@ -1,6 +1,6 @@
 // Tensor-core building blocks shared by the attention kernels: 16-byte cp.async into shared
-// memory, ldmatrix, mma.sync m16n8k16 (sm_80 and newer), and the B-operand fragments of K and V
-// tiles for 16-bit and 8-bit caches.
+// memory and the stage ring it feeds, ldmatrix, mma.sync m16n8k16 (sm_80 and newer), and the
+// B-operand fragments of K and V tiles for 16-bit and 8-bit caches.
 #pragma once
 
 #include <stdint.h>
@@ -24,6 +24,42 @@ __device__ __forceinline__ void cp_async_commit() {
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Tiles [begin, end) through a kStages-deep ring of cp.async groups, the producer / consumer loop
+// of the tensor-core kernels: tile t + kStages - 1 is in flight while consume(t, t % kStages)
+// computes on tile t. entry(t) (a block-table lookup) is fetched one issue ahead and handed to
+// issue(t, entry) when tile t is issued, so its latency hides behind a tile of work. Every thread of
+// the block calls it; it ends with every load landed and the ring free.
+template <int kStages, typename Entry, typename Issue, typename Consume>
+__device__ __forceinline__ void cp_async_tile_ring(int64_t begin, int64_t end, Entry &&entry,
+                                                   Issue &&issue, Consume &&consume) {
+  int32_t next_entry = begin < end ? entry(begin) : -1;
+#pragma unroll
+  for (int s = 0; s < kStages - 1; s++) {
+    const int64_t tile = begin + s;
+    if (tile < end) {
+      const int32_t e = next_entry;
+      if (tile + 1 < end) next_entry = entry(tile + 1);
+      issue(tile, e);
+    }
+    cp_async_commit();
+  }
+#pragma unroll 1
+  for (int64_t tile = begin; tile < end; tile++) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    const int64_t ahead = tile + kStages - 1;
+    if (ahead < end) {
+      const int32_t e = next_entry;
+      if (ahead + 1 < end) next_entry = entry(ahead + 1);
+      issue(ahead, e);
+    }
+    cp_async_commit();
+    consume(tile, (int)(tile % kStages));
+  }
+  cp_async_wait<0>();
+  __syncthreads();
 }
 
 // Four 8x8 matrices of 16-bit elements; lane l gives the address of row l % 8 of matrix l / 8.

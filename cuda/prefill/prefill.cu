@@ -112,29 +112,11 @@ int64_t ctas_per_sm_of(const pa_device_caps *caps, int smem_bytes, const pa__pro
   return std::max<int64_t>(1, std::min(by_registers, ctas_per_sm_by_smem(caps, smem_bytes)));
 }
 
-// The split size depends only on static shapes and the device, never on attention_metadata, so
-// every key range is partitioned (and summed) the same way with bounds absent, tight or loose.
-// Splits are worth it only when the row blocks alone cannot fill the device twice over: every
-// non-empty sequence has at least one row block, so min(batch_size, token_count) is a floor.
 int64_t tiles_per_split_for(const pa__problem *p, const pa_device_caps *caps, int smem_bytes,
                             const row_geometry &g) {
-  const int64_t capacity_tiles =
-      std::max<int64_t>(1, ceil_div((int64_t)p->max_blocks_per_seq * p->block_size,
-                                    kPrefillTileKeys));
-  const int64_t sms = caps->multiprocessor_count > 0 ? caps->multiprocessor_count : 1;
-  const int64_t target_ctas = 2 * sms * ctas_per_sm_of(caps, smem_bytes, p);
-  const int64_t row_blocks =
-      std::max(ceil_div(p->token_count, g.tokens_per_block),
-               std::min<int64_t>(p->batch_size, p->token_count)) * g.head_blocks;
-  const int64_t units = std::max<int64_t>(1, row_blocks * p->kv_num_heads);
-  if (units >= target_ctas) return capacity_tiles;
-  const int64_t splits_wanted = ceil_div(target_ctas, units);
-  int64_t tiles = std::max<int64_t>(kMinTilesPerSplit, ceil_div(capacity_tiles, splits_wanted));
-  const int64_t slot_bytes =
-      std::max<int64_t>(1, p->token_count * p->num_heads * ((int64_t)p->head_size * 4 + 8));
-  const int64_t max_slots = std::max<int64_t>(1, (int64_t)kMaxPartialBytes / slot_bytes);
-  tiles = std::max(tiles, ceil_div(capacity_tiles, max_slots));
-  return std::min(tiles, capacity_tiles);
+  return split_tiles_for(p, caps, ctas_per_sm_of(caps, smem_bytes, p),
+                         row_blocks_of(p, g.tokens_per_block, g.head_blocks), kPrefillTileKeys,
+                         kMinTilesPerSplit, kMaxPartialBytes);
 }
 
 pa_status prefill_plan(pa_plan *plan, int setup_device) {
@@ -167,6 +149,7 @@ pa_status prefill_plan(pa_plan *plan, int setup_device) {
   P.num_heads = p->num_heads;
   P.kv_num_heads = p->kv_num_heads;
   P.group_size = p->group_size;
+  P.v_head_size = p->v_head_size;
   P.heads_per_block = g.heads_per_block;
   P.tokens_per_block = g.tokens_per_block;
   P.head_blocks = g.head_blocks;

@@ -68,6 +68,7 @@ struct prefill_params {
   unsigned int *work_counter;  // (unit, KV head) pairs taken so far; zeroed by the schedule
   int64_t token_count;
   int32_t batch_size, num_heads, kv_num_heads, group_size;
+  int32_t v_head_size;       // channels of an output row: head_size except in LATENT
   int32_t heads_per_block;   // min(group_size, kRows)
   int32_t tokens_per_block;  // kRows / heads_per_block
   int32_t head_blocks;       // ceil(group_size / heads_per_block)
@@ -179,36 +180,13 @@ struct prefill_kv_loader {
         admitted[stage * kPrefillTileKeys + run * kRunRows + i] = valid >> i & 1u;
     }
   }
-  // Tiles [begin, end) through the ring: tile t + 1's loads are in flight while consume(t, stage)
-  // computes on tile t. Ends with every load landed and the ring free.
+  // Tiles [begin, end) through the ring (cp_async_tile_ring): tile t + 1's loads are in flight
+  // while consume(t, stage) computes on tile t. Ends with every load landed and the ring free.
   template <typename Consume>
   __device__ __forceinline__ void run_tiles(int64_t begin, int64_t end, Consume &&consume) const {
-    int32_t next_entry = begin < end ? entry(begin) : -1;
-#pragma unroll
-    for (int s = 0; s < kPrefillStages - 1; s++) {
-      const int64_t tile = begin + s;
-      if (tile < end) {
-        const int32_t e = next_entry;
-        if (tile + 1 < end) next_entry = entry(tile + 1);
-        issue(tile, e);
-      }
-      cp_async_commit();
-    }
-#pragma unroll 1
-    for (int64_t tile = begin; tile < end; tile++) {
-      cp_async_wait<kPrefillStages - 2>();
-      __syncthreads();
-      const int64_t ahead = tile + kPrefillStages - 1;
-      if (ahead < end) {
-        const int32_t e = next_entry;
-        if (ahead + 1 < end) next_entry = entry(ahead + 1);
-        issue(ahead, e);
-      }
-      cp_async_commit();
-      consume(tile, (int)(tile % kPrefillStages));
-    }
-    cp_async_wait<0>();
-    __syncthreads();
+    cp_async_tile_ring<kPrefillStages>(
+        begin, end, [&](int64_t tile) { return entry(tile); },
+        [&](int64_t tile, int32_t block_entry) { issue(tile, block_entry); }, consume);
   }
 };
 
@@ -245,12 +223,27 @@ struct prefill_row_block {
   float qk_scale;
 };
 
+// Calls store(c, o0, o1) for each pair of adjacent output channels (c even, relative to the first
+// n-tile) that a lane's P·V accumulators hold in row half h (0: row group_id, 1: group_id + 8).
+template <typename C, int kOutTiles, typename Store>
+__device__ __forceinline__ void for_each_out_pair(const float (&acc)[kOutTiles][4], int h, int col,
+                                                  Store &&store) {
+#pragma unroll
+  for (int n = 0; n < kOutTiles; n++)
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+      if (sizeof(C) == 2 ? e == 1 : (n & 1)) continue;  // pairs start at even channels
+      const float o1 = sizeof(C) == 2 ? acc[n][2 * h + 1] : acc[n + 1][2 * h + e];
+      store(prefill_out_channel<C>(n, col + e), acc[n][2 * h + e], o1);
+    }
+}
+
 // Finalizes row `r`'s channel pair (c, c + 1) (one split) or writes it as a partial state.
 template <typename T, typename C>
 __device__ __forceinline__ void prefill_store_pair(const prefill_params &P, int64_t token, int head,
                                                    int kv_head, int split, int32_t splits, int c,
                                                    float m, float l, float o0, float o1) {
-  const int head_size = P.kv.head_size;
+  const int head_size = P.kv.head_size, out_size = P.v_head_size;
   // With split slots, the merge reads every token's count: a token finalized here says 1 (the
   // workspace holds whatever an earlier step left)
   if (P.split_counts && split == 0 && c == 0) P.split_counts[token] = splits;
@@ -261,12 +254,12 @@ __device__ __forceinline__ void prefill_store_pair(const prefill_params &P, int6
       s1 = cache_scale(P.v_scale, P.v_quant, kv_head, head_size, c + 1);
     }
     const float sink = sink_log2<T>(P.head_sink, head);
-    T *out = reinterpret_cast<T *>(P.output) + (token * P.num_heads + head) * head_size;
+    T *out = reinterpret_cast<T *>(P.output) + (token * P.num_heads + head) * out_size;
     *reinterpret_cast<uint32_t *>(out + c) =
         pack_t2<T>(finalize_output(m, l, o0, sink, s0), finalize_output(m, l, o1, sink, s1));
   } else {
     const int64_t item = token * P.num_split_slots + split;
-    *reinterpret_cast<float2 *>(P.partial_out + (item * P.num_heads + head) * head_size + c) =
+    *reinterpret_cast<float2 *>(P.partial_out + (item * P.num_heads + head) * out_size + c) =
         make_float2(o0, o1);
     if (c == 0) P.partial_ml[item * P.num_heads + head] = make_float2(m, l);
   }
@@ -491,18 +484,11 @@ __device__ __forceinline__ void prefill_rows_split(const prefill_params &P,
       if (r >= R.valid_rows) continue;
       const int64_t token = R.first_token + r / P.heads_per_block;
       const int head = R.first_head + r % P.heads_per_block;
-#pragma unroll
-      for (int n = 0; n < kOutTiles; n++)
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-          if (sizeof(C) == 2 ? e == 1 : (n & 1)) continue;  // pairs start at even channels
-          const int c = prefill_out_channel<C>(n, col + e);
-          if (c >= head_size) continue;
-          const float o0 = out_acc[mt][n][2 * h + e];
-          const float o1 = sizeof(C) == 2 ? out_acc[mt][n][2 * h + 1] : out_acc[mt][n + 1][2 * h + e];
+      for_each_out_pair<C>(out_acc[mt], h, col, [&](int c, float o0, float o1) {
+        if (c < head_size)
           prefill_store_pair<T, C>(P, token, head, kv_head, split, splits, c, row_max[mt][h], l,
                                    o0, o1);
-        }
+      });
     }
 }
 
@@ -664,19 +650,26 @@ __device__ __forceinline__ void prefill_keys_split(const prefill_params &P,
   }
 }
 
-// One work unit: split `split` of row block `row_block` of sequence b, for KV head kv_head.
-template <typename T, typename C, int DMAX>
-__device__ __forceinline__ void prefill_unit(const prefill_params &P, unsigned char *smem, int32_t b,
-                                             int32_t row_block, int32_t split, int kv_head) {
-  constexpr int kRows = prefill_rows(DMAX);
-  constexpr int q_stride = prefill_q_row_elems(DMAX);
+// What a work unit's prologue decides (prefill_unit_prologue): its rows, each row's admitted keys
+// (in shared memory, relative to rows.key_base), their union [union_lo, union_hi) in absolute keys,
+// and the split's tiles [tile_begin, tile_end) of that union.
+struct prefill_unit_setup {
+  prefill_row_block rows;
+  int64_t union_lo, union_hi, tile_begin, tile_end;
+  int32_t splits;
+};
+
+// The prologue every row-block kernel shares (PREFILL, LATENT): the rows of split `split` of row
+// block `row_block` of sequence b for KV head kv_head, their Q rows into q_smem (kRows rows of
+// q_stride elements, kQWidth channels each, zero past head_size and valid_rows; a per-channel
+// k_scale folded in), and their admitted keys into row_lo / row_hi (kRows each). Ends with a
+// barrier: the shared rows are ready.
+template <typename T, typename C, int kQWidth, int kRows, int kThreads>
+__device__ __forceinline__ prefill_unit_setup prefill_unit_prologue(
+    const prefill_params &P, T *q_smem, int q_stride, int32_t *row_lo, int32_t *row_hi, int32_t b,
+    int32_t row_block, int32_t split, int kv_head) {
   const int head_size = P.kv.head_size;
   const int tid = threadIdx.x, lane = tid % 32;
-  T *q_smem = reinterpret_cast<T *>(smem);
-  int32_t *row_lo = reinterpret_cast<int32_t *>(smem + kRows * q_stride * sizeof(T));
-  int32_t *row_hi = row_lo + kRows;
-  unsigned char *admitted = reinterpret_cast<unsigned char *>(row_hi + kRows);
-  unsigned char *stages = admitted + kPrefillStages * kPrefillTileKeys;
 
   // The block's rows: row r is query head first_head + r % heads_per_block of the sequence's new
   // token token_index0 + r / heads_per_block; rows [0, valid_rows) exist. (Bounded by the packed
@@ -697,8 +690,8 @@ __device__ __forceinline__ void prefill_unit(const prefill_params &P, unsigned c
   float qk_scale = P.scale;
   if (is_quantized<C>::value && P.k_quant == PA_QUANT_PER_TENSOR) qk_scale *= __ldg(P.k_scale);
   const bool fold_k_scale = is_quantized<C>::value && P.k_quant == PA_QUANT_PER_CHANNEL;
-  constexpr int vecs_per_row = DMAX / 8;
-  for (int i = tid; i < kRows * vecs_per_row; i += kPrefillThreads) {
+  constexpr int vecs_per_row = kQWidth / 8;
+  for (int i = tid; i < kRows * vecs_per_row; i += kThreads) {
     const int r = i / vecs_per_row, c = (i % vecs_per_row) * 8;
     uint4 v = make_uint4(0, 0, 0, 0);
     if (r < valid_rows && c < head_size) {
@@ -752,24 +745,46 @@ __device__ __forceinline__ void prefill_unit(const prefill_params &P, unsigned c
   __syncthreads();
 
   // The unit's tiles: the union cut to this split's absolute tiles.
-  const int32_t splits = prefill_sequence_splits(P, span.kv_len);
-  int64_t tile_begin = 0, tile_end = 0;
+  prefill_unit_setup U;
+  U.splits = prefill_sequence_splits(P, span.kv_len);
+  U.tile_begin = U.tile_end = 0;
   if (union_lo < union_hi) {
-    tile_begin = union_lo / kPrefillTileKeys;
-    tile_end = (union_hi + kPrefillTileKeys - 1) / kPrefillTileKeys;
-    if (splits > 1) {
-      tile_begin = max(tile_begin, (int64_t)split * P.tiles_per_split);
-      tile_end = min(tile_end, (int64_t)(split + 1) * P.tiles_per_split);
+    U.tile_begin = union_lo / kPrefillTileKeys;
+    U.tile_end = (union_hi + kPrefillTileKeys - 1) / kPrefillTileKeys;
+    if (U.splits > 1) {
+      U.tile_begin = max(U.tile_begin, (int64_t)split * P.tiles_per_split);
+      U.tile_end = min(U.tile_end, (int64_t)(split + 1) * P.tiles_per_split);
     }
   }
+  U.union_lo = union_lo;
+  U.union_hi = union_hi;
+  U.rows = {first_token, key_base, row_lo, row_hi, first_head, valid_rows, qk_scale};
+  return U;
+}
+
+// One work unit: split `split` of row block `row_block` of sequence b, for KV head kv_head.
+template <typename T, typename C, int DMAX>
+__device__ __forceinline__ void prefill_unit(const prefill_params &P, unsigned char *smem, int32_t b,
+                                             int32_t row_block, int32_t split, int kv_head) {
+  constexpr int kRows = prefill_rows(DMAX);
+  constexpr int q_stride = prefill_q_row_elems(DMAX);
+  const int head_size = P.kv.head_size;
+  const int tid = threadIdx.x;
+  T *q_smem = reinterpret_cast<T *>(smem);
+  int32_t *row_lo = reinterpret_cast<int32_t *>(smem + kRows * q_stride * sizeof(T));
+  int32_t *row_hi = row_lo + kRows;
+  unsigned char *admitted = reinterpret_cast<unsigned char *>(row_hi + kRows);
+  unsigned char *stages = admitted + kPrefillStages * kPrefillTileKeys;
+  const prefill_unit_setup U = prefill_unit_prologue<T, C, DMAX, kRows, kPrefillThreads>(
+      P, q_smem, q_stride, row_lo, row_hi, b, row_block, split, kv_head);
 
   prefill_kv_loader<C, DMAX> loader;
   loader.k_base = reinterpret_cast<const unsigned char *>(P.k_cache);
   loader.v_base = reinterpret_cast<const unsigned char *>(P.v_cache);
   loader.table_row = P.block_table + (int64_t)b * P.kv.max_blocks_per_seq;
   loader.kv = P.kv;
-  loader.lo = union_lo;
-  loader.hi = union_hi;
+  loader.lo = U.union_lo;
+  loader.hi = U.union_hi;
   loader.slot_bytes = (int64_t)P.kv.kv_num_heads * head_size * sizeof(C);
   loader.stages = stages;
   loader.admitted = admitted;
@@ -778,20 +793,20 @@ __device__ __forceinline__ void prefill_unit(const prefill_params &P, unsigned c
   loader.run = tid / prefill_kv_loader<C, DMAX>::kChunks;
   loader.real_chunk = loader.chunk * 16 < head_size * (int)sizeof(C);
 
-  const prefill_row_block R = {first_token, key_base, row_lo, row_hi, first_head, valid_rows, qk_scale};
-  if (valid_rows <= 16)
-    prefill_keys_split<T, C, DMAX>(P, loader, R, q_smem, tile_begin, tile_end, kv_head, split, splits);
+  if (U.rows.valid_rows <= 16)
+    prefill_keys_split<T, C, DMAX>(P, loader, U.rows, q_smem, U.tile_begin, U.tile_end, kv_head,
+                                   split, U.splits);
   else
-    prefill_rows_split<T, C, DMAX>(P, loader, R, q_smem, tile_begin, tile_end, kv_head, split, splits);
+    prefill_rows_split<T, C, DMAX>(P, loader, U.rows, q_smem, U.tile_begin, U.tile_end, kv_head,
+                                   split, U.splits);
 }
 
-// A persistent grid: each CTA takes the next (unit, KV head) pair from an atomic counter, the KV
-// heads of a unit adjacent, until every sequence's units are done.
-template <typename T, typename C, int DMAX>
-__global__ void __launch_bounds__(kPrefillThreads, DMAX <= 128 ? 2 : 1)
-    prefill_kernel(const prefill_params P) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  wait_for_previous_kernel();
+// The persistent loop of the row-block kernels: each CTA takes the next (unit, KV head) pair from
+// the schedule's atomic counter, the KV heads of a unit adjacent, and calls
+// unit(b, row_block, split, kv_head), a sequence's heaviest row blocks (the last ones under a
+// causal mask) first, until every sequence's units are done.
+template <typename Unit>
+__device__ __forceinline__ void prefill_take_units(const prefill_params &P, Unit &&unit) {
   __shared__ int64_t next;
   const int64_t total = (int64_t)P.unit_begin[P.batch_size] * P.kv_num_heads;
   for (;;) {
@@ -799,13 +814,13 @@ __global__ void __launch_bounds__(kPrefillThreads, DMAX <= 128 ? 2 : 1)
     __syncthreads();
     const int64_t taken = next;
     if (taken >= total) break;
-    const int32_t unit = (int32_t)(taken / P.kv_num_heads);
+    const int32_t unit_index = (int32_t)(taken / P.kv_num_heads);
     const int kv_head = (int)(taken % P.kv_num_heads);
-    // the sequence: the last b with unit_begin[b] <= unit (zero-unit sequences are skipped)
+    // the sequence: the last b with unit_begin[b] <= unit_index (zero-unit sequences are skipped)
     int32_t lo = 0, hi = P.batch_size;
     while (hi - lo > 1) {
       const int32_t mid = (lo + hi) / 2;
-      if (P.unit_begin[mid] <= unit)
+      if (P.unit_begin[mid] <= unit_index)
         lo = mid;
       else
         hi = mid;
@@ -814,12 +829,22 @@ __global__ void __launch_bounds__(kPrefillThreads, DMAX <= 128 ? 2 : 1)
     const int64_t kv_len = (int64_t)__ldg(P.past_seqlens + b) +
                            (__ldg(P.cu_seqlens + b + 1) - __ldg(P.cu_seqlens + b));
     const int32_t splits = prefill_sequence_splits(P, kv_len);
-    const int32_t local = unit - P.unit_begin[b];
+    const int32_t local = unit_index - P.unit_begin[b];
     const int32_t blocks = (P.unit_begin[b + 1] - P.unit_begin[b]) / splits;
     if (local >= 0 && local < blocks * splits)  // else malformed lengths: skip
-      prefill_unit<T, C, DMAX>(P, smem, b, blocks - 1 - local / splits, local % splits, kv_head);
+      unit(b, blocks - 1 - local / splits, local % splits, kv_head);
     __syncthreads();  // the next unit rewrites `next` and the shared memory this one read
   }
+}
+
+template <typename T, typename C, int DMAX>
+__global__ void __launch_bounds__(kPrefillThreads, DMAX <= 128 ? 2 : 1)
+    prefill_kernel(const prefill_params P) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  wait_for_previous_kernel();
+  prefill_take_units(P, [&](int32_t b, int32_t row_block, int32_t split, int kv_head) {
+    prefill_unit<T, C, DMAX>(P, smem, b, row_block, split, kv_head);
+  });
 }
 
 // Per-instantiation entry points, defined in the prefill_*.cu translation units.

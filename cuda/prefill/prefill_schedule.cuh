@@ -1,5 +1,5 @@
-// PREFILL's schedule kernel, launched by prefill.cu before the attention kernel (one definition:
-// only the launcher's translation unit includes this).
+// The schedule kernel of the row-block kernels (PREFILL, LATENT), launched by their launchers before
+// the attention kernel (static: each launcher's translation unit has its own copy).
 #pragma once
 
 #include "../common/block_scan.cuh"
@@ -11,7 +11,7 @@ namespace detail {
 // Lists each sequence's work units (row blocks x splits) as an exclusive prefix sum over the
 // sequences, from the device-side lengths; zeroes the output rows of tokens past the last
 // sequence (no unit covers them) and marks them unsplit for the merge. One CTA.
-__global__ void __launch_bounds__(kPrefillScheduleThreads)
+static __global__ void __launch_bounds__(kPrefillScheduleThreads)
     prefill_schedule_kernel(const prefill_params P, int out_row_elems, int t_bytes) {
   wait_for_previous_kernel();
   __shared__ int32_t warp_totals[kPrefillScheduleThreads / 32];

@@ -1,5 +1,6 @@
 /* Invariants of the reference executor that need no oracle (doc/development.md, "Oracles and tolerances", 4):
  * two runs that must agree because the operator's definition says so. */
+#include "mla_case.h"
 #include "test_common.h"
 
 static void build(pa_case *c, const pa_case_config *cfg) {
@@ -264,134 +265,49 @@ static void ring_buffer_window_equals_full_cache(void **state) {
   }
 }
 
-/* Absorbed MLA == non-absorbed attention with random W_UK / W_UV. Latent width L = 32 (also the
- * absorbed v_head_size), rope width R = 16, per-head nope width 16, per-head v width 32, 2 heads:
- *   non-absorbed: q_h = [q_nope_h; q_pe_h], k_h = [W_UK_h c; k_pe], v_h = W_UV_h c (head_size 32)
- *   absorbed:     q_h = [W_UK_h^T q_nope_h; q_pe_h], latent k = [c; k_pe] (head_size 48, V = c)
- * and W_UV_h applied to the absorbed output must equal the non-absorbed output. A prefill step
- * then a decode step, through the caches, with RoPE on the pe channels of both. */
-enum { MLA_H = 2, MLA_L = 32, MLA_R = 16, MLA_NOPE = 16, MLA_V = 32 };
-
-typedef struct mla_weights {
-  double uk[MLA_H][MLA_NOPE][MLA_L];
-  double uv[MLA_H][MLA_V][MLA_L];
-} mla_weights;
-
-static double lcg_uniform(uint64_t *s) {
-  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-  return (double)(*s >> 11) / 9007199254740992.0 * 2.0 - 1.0;
-}
-
-/* Writes one step's inputs of both forms from the same random latent rows and queries. */
-static void mla_fill_step(pa_case *absorbed, pa_case *plain, const mla_weights *w, uint64_t *s) {
-  for (int64_t t = 0; t < absorbed->token_count; t++) {
-    double c[MLA_L], pe[MLA_R];
-    for (int l = 0; l < MLA_L; l++) c[l] = pa__round_to(PA_DTYPE_FLOAT16, (float)lcg_uniform(s));
-    for (int r = 0; r < MLA_R; r++) pe[r] = pa__round_to(PA_DTYPE_FLOAT16, (float)lcg_uniform(s));
-    for (int l = 0; l < MLA_L; l++) set_input(absorbed, PA_IN_KEY, t * 48 + l, (float)c[l]);
-    for (int r = 0; r < MLA_R; r++) set_input(absorbed, PA_IN_KEY, t * 48 + MLA_L + r, (float)pe[r]);
-    for (int h = 0; h < MLA_H; h++) {
-      double q_nope[MLA_NOPE];
-      for (int n = 0; n < MLA_NOPE; n++) q_nope[n] = pa__round_to(PA_DTYPE_FLOAT16, (float)lcg_uniform(s));
-      for (int r = 0; r < MLA_R; r++) {
-        float q_pe = pa__round_to(PA_DTYPE_FLOAT16, (float)lcg_uniform(s));
-        set_input(absorbed, PA_IN_QUERY, (t * MLA_H + h) * 48 + MLA_L + r, q_pe);
-        set_input(plain, PA_IN_QUERY, (t * MLA_H + h) * 32 + MLA_NOPE + r, q_pe);
-        set_input(plain, PA_IN_KEY, (t * MLA_H + h) * 32 + MLA_NOPE + r, (float)pe[r]);
-      }
-      for (int n = 0; n < MLA_NOPE; n++) {
-        double k_nope = 0.0;
-        for (int l = 0; l < MLA_L; l++) k_nope += w->uk[h][n][l] * c[l];
-        set_input(plain, PA_IN_QUERY, (t * MLA_H + h) * 32 + n, (float)q_nope[n]);
-        set_input(plain, PA_IN_KEY, (t * MLA_H + h) * 32 + n, (float)k_nope);
-      }
-      for (int l = 0; l < MLA_L; l++) {
-        double absorbed_q = 0.0;
-        for (int n = 0; n < MLA_NOPE; n++) absorbed_q += w->uk[h][n][l] * q_nope[n];
-        set_input(absorbed, PA_IN_QUERY, (t * MLA_H + h) * 48 + l, (float)absorbed_q);
-      }
-      for (int v = 0; v < MLA_V; v++) {
-        double value = 0.0;
-        for (int l = 0; l < MLA_L; l++) value += w->uv[h][v][l] * c[l];
-        set_input(plain, PA_IN_VALUE, (t * MLA_H + h) * 32 + v, (float)value);
-      }
-    }
-  }
-}
-
+/* Absorbed MLA == non-absorbed attention (mla_case.h: the inputs, shared with the LATENT backend's
+ * GPU test). */
 static void absorbed_mla_equals_non_absorbed(void **state) {
   (void)state;
-  enum { B = 2, BS = 16, M = 2 };
-  static const int32_t prompt[B] = {6, 11};
   uint64_t s = test_seed();
   mla_weights w;
-  /* 1/sqrt(L) keeps the projected rows near unit scale */
-  for (int h = 0; h < MLA_H; h++)
-    for (int l = 0; l < MLA_L; l++) {
-      for (int n = 0; n < MLA_NOPE; n++) w.uk[h][n][l] = lcg_uniform(&s) / sqrt((double)MLA_L);
-      for (int v = 0; v < MLA_V; v++) w.uv[h][v][l] = lcg_uniform(&s) / sqrt((double)MLA_L);
-    }
-  pa_case_config common;
-  pa_case_config_init(&common);
-  common.seed = test_seed();
-  common.batch_size = B;
-  common.block_size = BS;
-  common.blocks_per_seq = M;
-  common.num_blocks = B * M;
-  common.attrs.num_heads = MLA_H;
-  common.attrs.scale = (float)(1.0 / sqrt((double)(MLA_NOPE + MLA_R)));
-  common.attrs.do_rotary = 1;
-  common.rotary_dim = MLA_R;
-  common.attrs.softcap = 10.0f;
-  size_t latent_bytes = (size_t)B * M * BS * 48 * 2, plain_bytes = (size_t)B * M * BS * MLA_H * 32 * 2;
-  uint8_t *latent_cache = malloc(latent_bytes);
-  uint8_t *plain_cache[2] = {malloc(plain_bytes), malloc(plain_bytes)};
-  /* never read before written; valid fp16 values anyway */
-  for (size_t k = 0; k < latent_bytes; k++) latent_cache[k] = (uint8_t)(k * 37 % 61);
-  for (size_t k = 0; k < plain_bytes; k++) plain_cache[0][k] = plain_cache[1][k] = (uint8_t)(k * 37 % 61);
-  int32_t past[B] = {0, 0};
+  mla_weights_init(&w, &s);
+  mla_caches caches;
+  assert_true(mla_caches_alloc(&caches));
+  const uint64_t seed = test_seed();
+  int32_t past[MLA_B] = {0, 0};
   double worst = 0.0;
   for (int step = 0; step < 2; step++) {
-    int32_t q_lens[B] = {step == 0 ? prompt[0] : 1, step == 0 ? prompt[1] : 1};
-    pa_case_config a_cfg = common, p_cfg = common;
-    a_cfg.q_lens = p_cfg.q_lens = q_lens;
-    a_cfg.past_lens = p_cfg.past_lens = past;
-    a_cfg.head_size = 48;
-    a_cfg.attrs.kv_cache_layout = PA_KV_CACHE_LAYOUT_LATENT;
-    a_cfg.attrs.kv_num_heads = 1;
-    a_cfg.attrs.v_head_size = MLA_L;
-    a_cfg.attrs.rotary_offset = MLA_L;
-    a_cfg.key_cache = latent_cache;
-    p_cfg.head_size = 32;
-    p_cfg.attrs.kv_num_heads = MLA_H;
-    p_cfg.attrs.rotary_offset = MLA_NOPE;
-    p_cfg.key_cache = plain_cache[0];
-    p_cfg.value_cache = plain_cache[1];
+    pa_case_config a_cfg, p_cfg;
+    mla_step_configs(&a_cfg, &p_cfg, seed, step, past, &caches);
     pa_case absorbed, plain;
     build(&absorbed, &a_cfg);
     build(&plain, &p_cfg);
     mla_fill_step(&absorbed, &plain, &w, &s);
     run(&absorbed);
     run(&plain);
+    float *out = malloc((size_t)absorbed.token_count * MLA_H * MLA_L * sizeof(float));
+    assert_non_null(out);
+    for (int64_t t = 0; t < absorbed.token_count; t++)
+      for (int h = 0; h < MLA_H; h++)
+        for (int l = 0; l < MLA_L; l++) out[(t * MLA_H + h) * MLA_L + l] = pa_case_output(&absorbed, t, h, l);
     for (int64_t t = 0; t < plain.token_count; t++)
       for (int h = 0; h < MLA_H; h++)
         for (int v = 0; v < MLA_V; v++) {
-          double projected = 0.0;
-          for (int l = 0; l < MLA_L; l++) projected += w.uv[h][v][l] * pa_case_output(&absorbed, t, h, l);
+          double projected = mla_projected(&w, out, t, h, v);
           double got = pa_case_output(&plain, t, h, v);
           double error = fabs(got - projected) / (1.0 + fabs(projected));
           if (error > worst) worst = error;
           /* both forms round their own operands to fp16 (absorbed q, k_nope, v): fp16 tolerance */
           expect_close(got, projected, 5e-3, "MLA step %d token %" PRId64 " head %d v %d", step, t, h, v);
         }
+    free(out);
     pa_case_free(&absorbed);
     pa_case_free(&plain);
-    for (int b = 0; b < B; b++) past[b] += q_lens[b];
+    for (int b = 0; b < MLA_B; b++) past[b] += mla_step_q_lens[step][b];
   }
   print_message("absorbed vs non-absorbed MLA: worst relative error %.2e\n", worst);
-  free(latent_cache);
-  free(plain_cache[0]);
-  free(plain_cache[1]);
+  mla_caches_free(&caches);
 }
 
 /* query_positions equal to the default positions (past + j) == query_positions absent. */

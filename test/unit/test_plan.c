@@ -66,11 +66,11 @@ static void V43_forced_decode_rejects_attention_bias(void **state) {
   CASE_EXPECT_PLAN_FAILURE(&c, PA_ERROR_NOT_SUPPORTED, "DECODE", "attention_bias");
 }
 
-static void V43_forced_latent_not_built(void **state) {
+static void V43_forced_latent_rejects_separate(void **state) {
   (void)state;
-  pa_case c = built(case_config_latent(), CASE_H200);
+  pa_case c = decode_case(CASE_H200);
   c.backend = PA_BACKEND_LATENT;
-  CASE_EXPECT_PLAN_FAILURE(&c, PA_ERROR_NOT_SUPPORTED, "LATENT", "not built");
+  CASE_EXPECT_PLAN_FAILURE(&c, PA_ERROR_NOT_SUPPORTED, "LATENT", "kv_cache_layout SEPARATE");
 }
 
 static void V43_forced_prefill_rejects_output_qk(void **state) {
@@ -310,14 +310,84 @@ static void dispatch_output_qk_is_unfused(void **state) {
   expect_backend_only(&c, PA_BACKEND_UNFUSED);
 }
 
-static void dispatch_latent_is_unfused(void **state) {
+/* LATENT (issue 17): AUTO takes it for decode-shaped LATENT steps (token_count <= 4 x batch_size)
+ * it serves on a described H200, with 16 and 128 heads, 8-bit caches and a smaller latent row;
+ * UNFUSED for longer steps, attention_bias, output_qk, and on the A100 (the 16-bit kernel's 225,920 bytes
+ * of shared memory do not fit its 163 KB). */
+static void dispatch_latent_decode_shaped_is_latent(void **state) {
   (void)state;
-  case_config cfg = case_config_latent();
-  cfg.token_count = cfg.batch_size; /* decode-shaped: still not DECODE's */
+  case_config cfg = case_config_latent(); /* 5 tokens over 3 sequences */
   pa_case c = built(cfg, CASE_H200);
+  expect_backend_only(&c, PA_BACKEND_LATENT);
+  cfg.token_count = cfg.batch_size;
+  cfg.num_heads = 128;
+  c = built(cfg, CASE_H200);
+  expect_backend_only(&c, PA_BACKEND_LATENT);
+  cfg = case_config_latent();
+  cfg.token_count = 4 * cfg.batch_size;
+  cfg.cache_dtype = PA_DTYPE_INT8;
+  cfg.quant = PA_QUANT_PER_CHANNEL;
+  c = built(cfg, CASE_H200);
+  expect_backend_only(&c, PA_BACKEND_LATENT);
+  cfg.cache_dtype = PA_DTYPE_FLOAT8_E4M3FN;
+  cfg.quant = PA_QUANT_PER_TENSOR;
+  c = built(cfg, CASE_H200);
+  expect_backend_only(&c, PA_BACKEND_LATENT);
+  cfg = case_config_latent();
+  cfg.head_size = 128;
+  cfg.v_head_size = 64;
+  cfg.rotary_offset = 64;
+  c = built(cfg, CASE_H200);
+  expect_backend_only(&c, PA_BACKEND_LATENT);
+
+  cfg = case_config_latent();
+  cfg.token_count = 4 * cfg.batch_size + 1; /* not decode-shaped */
+  c = built(cfg, CASE_H200);
+  expect_backend_only(&c, PA_BACKEND_UNFUSED);
+  c.backend = PA_BACKEND_LATENT; /* but served when forced */
+  expect_backend_only(&c, PA_BACKEND_LATENT);
+  cfg = case_config_latent();
+  cfg.bias = 1;
+  c = built(cfg, CASE_H200);
+  expect_backend_only(&c, PA_BACKEND_UNFUSED);
+  cfg = case_config_latent();
+  cfg.qk_output = 1;
+  c = built(cfg, CASE_H200);
   expect_backend_only(&c, PA_BACKEND_UNFUSED);
   c = built(case_config_latent(), CASE_A100);
   expect_backend_only(&c, PA_BACKEND_UNFUSED);
+}
+
+/* Forced LATENT refuses what it does not serve, naming the feature and the backend. */
+static void V43_forced_latent_refusals(void **state) {
+  (void)state;
+  case_config cfg = case_config_latent();
+  cfg.bias = 1;
+  pa_case c = built(cfg, CASE_H200);
+  c.backend = PA_BACKEND_LATENT;
+  CASE_EXPECT_PLAN_FAILURE(&c, PA_ERROR_NOT_SUPPORTED, "LATENT", "attention_bias");
+  cfg = case_config_latent();
+  cfg.qk_output = 2;
+  c = built(cfg, CASE_H200);
+  c.backend = PA_BACKEND_LATENT;
+  CASE_EXPECT_PLAN_FAILURE(&c, PA_ERROR_NOT_SUPPORTED, "LATENT", "output_qk");
+  cfg = case_config_latent();
+  cfg.v_head_size = 520;
+  c = built(cfg, CASE_H200);
+  c.backend = PA_BACKEND_LATENT;
+  CASE_EXPECT_PLAN_FAILURE(&c, PA_ERROR_NOT_SUPPORTED, "LATENT", "v_head_size 520");
+  cfg = case_config_latent();
+  cfg.head_size = 72;
+  cfg.v_head_size = 64;
+  cfg.rotary_offset = 64;
+  cfg.rotary_dim = 8;
+  c = built(cfg, CASE_H200);
+  c.backend = PA_BACKEND_LATENT;
+  CASE_EXPECT_PLAN_FAILURE(&c, PA_ERROR_NOT_SUPPORTED, "LATENT", "head_size 72");
+  c = built(case_config_latent(), CASE_A100);
+  c.backend = PA_BACKEND_LATENT;
+  if (device_built(&c))
+    CASE_EXPECT_PLAN_FAILURE(&c, PA_ERROR_NOT_SUPPORTED, "LATENT", "shared memory");
 }
 
 static void dispatch_forced_backends(void **state) {
@@ -675,7 +745,8 @@ static void workspace_regions_well_formed(void **state) {
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(V43_forced_decode_rejects_attention_bias),
-      cmocka_unit_test(V43_forced_latent_not_built),
+      cmocka_unit_test(V43_forced_latent_rejects_separate),
+      cmocka_unit_test(V43_forced_latent_refusals),
       cmocka_unit_test(V43_forced_prefill_rejects_output_qk),
       cmocka_unit_test(V43_host_plan_runs_only_reference),
       cmocka_unit_test(V44_no_backend_for_the_device),
@@ -694,7 +765,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(dispatch_prefill_shaped_is_prefill),
       cmocka_unit_test(dispatch_attention_bias_is_unfused),
       cmocka_unit_test(dispatch_output_qk_is_unfused),
-      cmocka_unit_test(dispatch_latent_is_unfused),
+      cmocka_unit_test(dispatch_latent_decode_shaped_is_latent),
       cmocka_unit_test(dispatch_forced_backends),
       cmocka_unit_test(dispatch_reference_needs_no_workspace),
       cmocka_unit_test(dispatch_host_plans_are_reference),

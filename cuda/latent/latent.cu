@@ -1,0 +1,261 @@
+// The LATENT backend's launcher: fused absorbed MLA decode on tensor cores (kernel in
+// latent_kernel.cuh). Plan time fixes the kernel variant, the row-block geometry, the split size,
+// the grid and the workspace; run fills the pointers and launches PREFILL's schedule kernel, the
+// attention and, with splits, the merge.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+
+#include "../common/split_merge.cuh"
+#include "../launch_common.cuh"
+#include "../prefill/prefill_schedule.cuh"
+#include "internal.h"
+#include "latent_kernel.cuh"
+
+namespace pa {
+namespace detail {
+namespace {
+
+// A split never spans fewer than this many 64-key tiles (as PREFILL's).
+constexpr int kMinTilesPerSplit = 8;
+// The partial outputs stay below this even when no attention_metadata bounds max_kv_len.
+constexpr int64_t kMaxPartialBytes = (int64_t)256 << 20;
+// split_merge_kernel's float4s per lane: 512 value channels
+constexpr int kMergeVecs = kLatentValueWidth / 128;
+
+struct latent_variant {
+  cudaError_t (*set_smem)(int smem_bytes);
+  cudaError_t (*launch)(const prefill_params &P, dim3 grid, int smem_bytes, cudaStream_t stream,
+                        bool chained);
+};
+
+struct latent_state {
+  latent_variant variant;
+  prefill_params params;  // every field but the pointers of a call, fixed here
+  split_merge_params merge;
+  void (*merge_kernel)(const split_merge_params);
+  dim3 merge_grid;
+  int out_row_elems, t_bytes;  // the schedule kernel's (it zeroes the rows of no sequence)
+  dim3 grid;
+  int smem_bytes;
+  bool chained;  // programmatic dependent launch (compute capability 9.0 and newer)
+  // workspace regions (pa__workspace_add indices; -1 when unused)
+  int partial_out_region, partial_ml_region, split_counts_region, unit_begin_region,
+      work_counter_region;
+};
+
+bool variant_for(const pa__problem *p, latent_variant *v) {
+  return for_kernel_types(p, [&](auto t, auto c) {
+    using T = decltype(t);
+    using C = decltype(c);
+    *v = {latent_set_smem<T, C>, latent_launch<T, C>};
+  });
+}
+
+int smem_bytes_of(const pa__problem *p) {
+  return latent_smem_bytes((int)pa_dtype_size(p->k_cache_dtype));
+}
+
+// The row-block geometry: a block is up to kLatentRows (token, query head) rows.
+struct row_geometry {
+  int32_t heads_per_block, tokens_per_block, head_blocks;
+};
+row_geometry row_geometry_of(const pa__problem *p) {
+  row_geometry g;
+  g.heads_per_block = std::min(p->num_heads, kLatentRows);
+  g.tokens_per_block = kLatentRows / g.heads_per_block;
+  g.head_blocks = (int32_t)ceil_div(p->num_heads, g.heads_per_block);
+  return g;
+}
+
+pa_status latent_check(const pa__problem *p, const pa_device_caps *caps, char *why,
+                       size_t why_size) {
+  if (p->input_mode != PA__MODE_LATENT)
+    return unsupported(why, why_size, "kv_cache_layout SEPARATE (it serves LATENT only)");
+  if (p->has_bias) return unsupported(why, why_size, "attention_bias");
+  if (p->qk_output) return unsupported(why, why_size, "output_qk");
+  if (p->head_size % 16 != 0 || p->head_size > kLatentWidth)
+    return unsupported(why, why_size, "head_size %d (needs a multiple of 16 up to %d)",
+                       p->head_size, kLatentWidth);
+  if (p->v_head_size % 8 != 0 || p->v_head_size > kLatentValueWidth)
+    return unsupported(why, why_size, "v_head_size %d (needs a multiple of 8 up to %d)",
+                       p->v_head_size, kLatentValueWidth);
+  latent_variant v;
+  if (!variant_for(p, &v))
+    return unsupported(why, why_size, "key_cache dtype %s",
+                       pa_dtype_size(p->k_cache_dtype) == 1 ? "float8e4m3fn (not built)"
+                                                            : "other than T, int8, float8e4m3fn");
+  if (caps->compute_capability_major < 8)
+    return unsupported(why, why_size, "compute capability %d.%d (needs 8.0 or newer)",
+                       caps->compute_capability_major, caps->compute_capability_minor);
+  const int smem_bytes = smem_bytes_of(p);
+  if (smem_bytes > caps->max_shared_memory_per_block_optin)
+    return unsupported(why, why_size,
+                       "key_cache dtype %s (needs %d bytes of shared memory per block, the "
+                       "device allows %lld)",
+                       pa_dtype_size(p->k_cache_dtype) == 1 ? "8-bit" : "16-bit", smem_bytes,
+                       (long long)caps->max_shared_memory_per_block_optin);
+  // the merge grid is (token_count, num_heads); work units are counted in int32
+  if (p->num_heads > 65535)
+    return unsupported(why, why_size, "num_heads %d (the merge grid allows 65535)", p->num_heads);
+  if (p->token_count > INT32_MAX)
+    return unsupported(why, why_size, "token_count %lld (the merge grid allows 2^31 - 1)",
+                       (long long)p->token_count);
+  const row_geometry g = row_geometry_of(p);
+  if ((ceil_div(p->token_count, g.tokens_per_block) + p->batch_size) * g.head_blocks >
+      INT32_MAX / 64)
+    return unsupported(why, why_size, "token_count %lld (too many work units)",
+                       (long long)p->token_count);
+  return PA_SUCCESS;
+}
+
+pa_status latent_plan(pa_plan *plan, int setup_device) {
+  const pa__problem *p = &plan->problem;
+  latent_state *s = (latent_state *)calloc(1, sizeof *s);
+  if (!s) return pa__fail(PA_ERROR_OUT_OF_MEMORY, "plan: host allocation failed");
+  plan->backend_state = s;
+  if (!variant_for(p, &s->variant))
+    return pa__fail(PA_ERROR_INTERNAL, "LATENT: no kernel for this problem after check passed");
+  s->smem_bytes = smem_bytes_of(p);
+  s->chained = plan->caps.compute_capability_major >= 9;
+  const row_geometry g = row_geometry_of(p);
+  // one CTA per multiprocessor (launch bounds and shared memory)
+  const int64_t tiles_per_split =
+      split_tiles_for(p, &plan->caps, 1, row_blocks_of(p, g.tokens_per_block, g.head_blocks),
+                      kLatentTileKeys, kMinTilesPerSplit, kMaxPartialBytes);
+  const int64_t bound_tiles = std::max<int64_t>(1, ceil_div(p->max_kv_len, kLatentTileKeys));
+  const int64_t slots = ceil_div(bound_tiles, tiles_per_split);
+  if (setup_device) {
+    cudaError_t err = s->variant.set_smem(s->smem_bytes);
+    if (err != cudaSuccess)
+      return pa__fail(PA_ERROR_CUDA, "LATENT: cudaFuncSetAttribute(%d bytes of shared memory): %s",
+                      s->smem_bytes, cudaGetErrorString(err));
+  }
+
+  prefill_params &P = s->params;
+  memset(&P, 0, sizeof P);
+  P.kv = paged_kv_layout_of(*p);
+  P.k_quant = p->k_quant;
+  P.v_quant = p->k_quant;  // V is a view of the latent row: k_scale dequantizes it
+  P.token_count = p->token_count;
+  P.batch_size = p->batch_size;
+  P.num_heads = p->num_heads;
+  P.kv_num_heads = 1;
+  P.group_size = p->num_heads;
+  P.v_head_size = p->v_head_size;
+  P.heads_per_block = g.heads_per_block;
+  P.tokens_per_block = g.tokens_per_block;
+  P.head_blocks = g.head_blocks;
+  P.scale = p->scale;
+  P.softcap = p->softcap;
+  P.window = p->window;
+  P.is_causal = p->is_causal;
+  P.tiles_per_split = (int32_t)std::min<int64_t>(tiles_per_split, INT32_MAX);
+  P.num_split_slots = (int32_t)std::min<int64_t>(slots, INT32_MAX / 2);
+
+  // Workspace: partials (with splits), then the schedule.
+  pa__workspace_layout *w = &plan->workspace;
+  s->partial_out_region = s->partial_ml_region = s->split_counts_region = -1;
+  if (P.num_split_slots > 1) {
+    const uint64_t item_heads =
+        (uint64_t)p->token_count * (uint64_t)P.num_split_slots * (uint64_t)p->num_heads;
+    s->partial_out_region = pa__workspace_add(w, "LATENT partial outputs [item][head][v_head_size]",
+                                              item_heads * p->v_head_size, sizeof(float),
+                                              PA_WORKSPACE_ALIGNMENT);
+    s->partial_ml_region = pa__workspace_add(w, "LATENT partial (max, sum) [item][head]",
+                                             item_heads, sizeof(float2), PA_WORKSPACE_ALIGNMENT);
+    s->split_counts_region = pa__workspace_add(w, "LATENT splits per token",
+                                               (uint64_t)p->token_count, sizeof(int32_t),
+                                               PA_WORKSPACE_ALIGNMENT);
+  }
+  s->unit_begin_region = pa__workspace_add(w, "LATENT schedule: first unit per sequence",
+                                           (uint64_t)p->batch_size + 1, sizeof(int32_t),
+                                           PA_WORKSPACE_ALIGNMENT);
+  s->work_counter_region = pa__workspace_add(w, "LATENT schedule: counter", 1,
+                                             sizeof(unsigned int), PA_WORKSPACE_ALIGNMENT);
+
+  // A persistent grid: one CTA per multiprocessor, at most one per unit.
+  const int64_t resident = std::max(1, plan->caps.multiprocessor_count);
+  const int64_t max_units = (ceil_div(p->token_count, g.tokens_per_block) + p->batch_size) *
+                            g.head_blocks * P.num_split_slots;
+  s->grid = dim3((unsigned)std::max<int64_t>(1, std::min(resident, max_units)));
+
+  s->merge_kernel = p->dtype == PA_DTYPE_BFLOAT16 ? split_merge_kernel<__nv_bfloat16, kMergeVecs>
+                                                  : split_merge_kernel<__half, kMergeVecs>;
+  s->merge_grid = dim3((unsigned)p->token_count, (unsigned)p->num_heads);
+  s->out_row_elems = (int)pa__out_row_elems(p);
+  s->t_bytes = (int)pa_dtype_size(p->dtype);
+  split_merge_params &M = s->merge;
+  memset(&M, 0, sizeof M);
+  M.num_split_slots = P.num_split_slots;
+  M.num_heads = p->num_heads;
+  M.group_size = p->num_heads;
+  M.head_size = p->v_head_size;
+  M.v_quant = p->k_quant;
+  M.is_quantized_cache = pa_dtype_size(p->k_cache_dtype) == 1;
+
+  const char *env = getenv("PA_DEBUG");
+  if (env && strcmp(env, "1") == 0)
+    fprintf(stderr,
+            "[pagedattn] LATENT: grid %u, %d threads, %d B shared, row blocks of %d tokens x %d "
+            "heads (%d per token), %d tiles of %d keys per split, %d split slots%s\n",
+            s->grid.x, kLatentThreads, s->smem_bytes, g.tokens_per_block, g.heads_per_block,
+            g.head_blocks, P.tiles_per_split, kLatentTileKeys, P.num_split_slots,
+            P.num_split_slots > 1 ? " + merge" : "");
+  return PA_SUCCESS;
+}
+
+pa_status latent_run(const pa_plan *plan, const pa__io *io, pa__stream stream) {
+  const latent_state *s = (const latent_state *)plan->backend_state;
+  prefill_params P = s->params;
+  P.q = io->q_attn;
+  P.q_row_stride = io->q_attn_row_stride;
+  P.k_cache = io->key_cache;
+  P.cu_seqlens = io->cu_seqlens;
+  P.past_seqlens = io->past_seqlens;
+  P.block_table = io->block_table;
+  P.query_positions = io->query_positions;
+  P.k_scale = io->k_scale;
+  P.v_scale = io->k_scale;
+  P.output = io->output;
+  const pa__workspace_layout *w = &plan->workspace;
+  if (P.num_split_slots > 1) {
+    P.partial_out = (float *)pa__workspace_at(w, s->partial_out_region, io->workspace);
+    P.partial_ml = (float2 *)pa__workspace_at(w, s->partial_ml_region, io->workspace);
+    P.split_counts = (int32_t *)pa__workspace_at(w, s->split_counts_region, io->workspace);
+  }
+  P.unit_begin = (int32_t *)pa__workspace_at(w, s->unit_begin_region, io->workspace);
+  P.work_counter = (unsigned int *)pa__workspace_at(w, s->work_counter_region, io->workspace);
+
+  cudaStream_t st = (cudaStream_t)stream;
+  cudaError_t err = launch_chained(prefill_schedule_kernel, dim3(1), kPrefillScheduleThreads, 0, st,
+                                   s->chained, P, s->out_row_elems, s->t_bytes);
+  if (err == cudaSuccess) err = s->variant.launch(P, s->grid, s->smem_bytes, st, s->chained);
+  if (err == cudaSuccess && P.num_split_slots > 1) {
+    split_merge_params M = s->merge;
+    M.partial_out = P.partial_out;
+    M.partial_ml = P.partial_ml;
+    M.split_counts = P.split_counts;
+    M.v_scale = P.v_scale;
+    M.output = P.output;
+    err = launch_chained(s->merge_kernel, s->merge_grid, kMergeThreads, 0, st, s->chained, M);
+  }
+  if (err != cudaSuccess)
+    return pa__fail(PA_ERROR_CUDA, "LATENT: kernel launch failed: %s", cudaGetErrorString(err));
+  return PA_SUCCESS;
+}
+
+void latent_destroy(pa_plan *plan) {
+  free(plan->backend_state);
+  plan->backend_state = nullptr;
+}
+
+}  // namespace
+}  // namespace detail
+}  // namespace pa
+
+extern "C" const pa__backend_ops pa__latent_backend = {
+    PA_BACKEND_LATENT, pa::detail::latent_check, pa::detail::latent_plan,
+    pa::detail::latent_run, pa::detail::latent_destroy};

@@ -1,0 +1,400 @@
+/* The LATENT backend (issue 17) forced over the matrix of absorbed MLA decode steps, against the
+ * reference executor (harness): 16 / 32 / 64 / 128 heads at DeepSeek's 576 / 512 latent row
+ * (RoPE on the last 64 channels through the shared prologue), fp16 and bf16, int8 and fp8 latent
+ * caches with per-tensor and per-channel scales, block sizes 16..256, 1-4 query tokens per
+ * sequence, ragged batches with zero-token sequences and token rows of no sequence, shuffled,
+ * shared and unmapped block tables, softcap, windows, query_positions, is_causal = 0, smaller latent
+ * rows (48 / 32, 128 / 64), long contexts with few sequences (split-KV and the merge), and
+ * multi-token steps LATENT serves when forced. Then CUDA-graph replay while the lengths grow,
+ * attention_metadata invariance (absent == tight == loose, bitwise), under-sized bounds (for
+ * compute-sanitizer), the matrices' core through AUTO, and the absorbed == non-absorbed invariant of
+ * the reference suite (mla_case.h) with the absorbed form on LATENT: a prefill step then a decode
+ * step through the GPU's latent cache, where AUTO must pick UNFUSED for the first and LATENT for
+ * the second.
+ *
+ * PA_GPU_TEST_QUICK=1 runs a reduced matrix (for compute-sanitizer); PA_GPU_TEST_SHARD=i/n splits
+ * the matrices between processes (harness). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "harness.h"
+#include "host_numeric.h"
+#include "mla_case.h"
+
+/* Quant types exactly with a quantized cache (NONE there means PER_TENSOR); a window only with
+ * causal attention. */
+static int valid_combination(const gpu_case *c) {
+  int quantized = c->cache_dtype == PA_DTYPE_INT8 || c->cache_dtype == PA_DTYPE_FLOAT8_E4M3FN;
+  if (!quantized && c->k_quant != PA_QUANT_NONE) return 0;
+  if (c->non_causal && c->window) return 0;
+  return 1;
+}
+
+static unsigned seed;
+static pa_backend backend = PA_BACKEND_LATENT;
+
+static gpu_matrix_result run_mode(const gpu_case *base, const gpu_axis *axes, int num_axes,
+                                  gpu_mode mode, int steps) {
+  return gpu_run_matrix_mode(base, axes, num_axes, valid_combination, backend, seed++, mode, steps);
+}
+static gpu_matrix_result run(const gpu_case *base, const gpu_axis *axes, int num_axes) {
+  return run_mode(base, axes, num_axes, GPU_MODE_EAGER, 0);
+}
+#define NUM(axes) ((int)(sizeof(axes) / sizeof((axes)[0])))
+#define RUN_QUICK_OR_FULL(all, base, quick_axes, full_axes)             \
+  do {                                                                  \
+    if (quick)                                                          \
+      gpu_matrix_add(&(all), run(&(base), quick_axes, NUM(quick_axes))); \
+    else                                                                \
+      gpu_matrix_add(&(all), run(&(base), full_axes, NUM(full_axes)));   \
+  } while (0)
+
+/* DeepSeek-V3's latent row: 576 channels (RoPE on the last 64), V the first 512, 1-4 query tokens
+ * per sequence. Scale 0.25 (well above DeepSeek's 0.1352) peaks the softmax, so that a key range
+ * read twice, skipped or misplaced moves the output past the tolerance. */
+static gpu_case deepseek(const char *name) {
+  gpu_case c = gpu_case_default(name);
+  c.layout = PA_KV_CACHE_LAYOUT_LATENT;
+  c.num_heads = 16;
+  c.kv_num_heads = 1;
+  c.head_size = 576;
+  c.v_head_size = 512;
+  c.scale = 0.25f;
+  c.rotary = 1;
+  c.rotary_offset = 512;
+  c.rotary_dim = 64;
+  c.batch_size = 3;
+  c.max_q_len = 4;
+  c.max_past_len = 200;
+  return c;
+}
+
+static void matrix(gpu_matrix_result *all, int quick) {
+  /* heads x types x caches x scales. 8-bit caches take the default scale 1/sqrt(576), as in
+   * test_prefill.c: their operands reach the tensor cores rounded to T (Q with a per-channel
+   * k_scale folded in, P), an error the peaked softmax of scale 0.25 magnifies (the 4th run of
+   * this test saw 0.022 against the 0.020 tolerance at 64 heads, int8 per-channel, bf16, one
+   * element of the whole output) */
+  gpu_case heads = deepseek("latent_heads");
+  {
+    const gpu_axis q[] = {GPU_AXIS(num_heads, 16, 128), GPU_AXIS(dtype, PA_DTYPE_BFLOAT16)};
+    const gpu_axis f[] = {GPU_AXIS(num_heads, 16, 32, 64, 128),
+                          GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16)};
+    RUN_QUICK_OR_FULL(*all, heads, q, f);
+  }
+  heads.name = "latent_heads_8bit";
+  heads.scale = 0.0f;
+  {
+    const gpu_axis q[] = {GPU_AXIS(num_heads, 16, 128),
+                          GPU_AXIS(cache_dtype, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
+                          GPU_AXIS(k_quant, PA_QUANT_NONE, PA_QUANT_PER_CHANNEL),
+                          GPU_AXIS(dtype, PA_DTYPE_BFLOAT16)};
+    const gpu_axis f[] = {GPU_AXIS(num_heads, 16, 32, 64, 128),
+                          GPU_AXIS(cache_dtype, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
+                          GPU_AXIS(k_quant, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL),
+                          GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16)};
+    RUN_QUICK_OR_FULL(*all, heads, q, f);
+  }
+
+  /* block sizes 16..256 (a 64-key tile spans four 16-key pages); shuffled, partly unmapped (-1,
+   * large negatives, >= num_blocks, INT32_MAX) and shared-prefix block tables */
+  gpu_case blocks = deepseek("latent_blocks");
+  blocks.num_heads = 32;
+  blocks.batch_size = 4;
+  blocks.max_past_len = quick ? 300 : 700;
+  {
+    const gpu_axis q[] = {GPU_AXIS(block_size, 16, 256), GPU_AXIS(shuffled_blocks, 1),
+                          GPU_AXIS(unmapped_blocks, 0, 1)};
+    const gpu_axis f[] = {GPU_AXIS(block_size, 16, 32, 64, 128, 256),
+                          GPU_AXIS(shuffled_blocks, 0, 1), GPU_AXIS(unmapped_blocks, 0, 1)};
+    RUN_QUICK_OR_FULL(*all, blocks, q, f);
+  }
+  gpu_case shared = deepseek("latent_shared_prefix");
+  shared.batch_size = 5;
+  shared.shared_prefix_blocks = 3;
+  {
+    const gpu_axis q[] = {GPU_AXIS(block_size, 16)};
+    const gpu_axis f[] = {GPU_AXIS(block_size, 16, 64), GPU_AXIS(shuffled_blocks, 0, 1)};
+    RUN_QUICK_OR_FULL(*all, shared, q, f);
+  }
+
+  /* 1-4 query tokens per sequence, ragged with zero-token sequences and token rows of no sequence;
+   * 128 heads fill two row blocks per token, 16 heads pack four tokens into one */
+  gpu_case tokens = deepseek("latent_tokens");
+  tokens.batch_size = 7;
+  tokens.zero_q_lens = 1;
+  {
+    const gpu_axis q[] = {GPU_AXIS(max_q_len, 1, 4), GPU_AXIS(num_heads, 16, 128),
+                          GPU_AXIS(extra_tokens, 3)};
+    const gpu_axis f[] = {GPU_AXIS(max_q_len, 1, 2, 3, 4), GPU_AXIS(num_heads, 16, 24, 128),
+                          GPU_AXIS(extra_tokens, 0, 3)};
+    RUN_QUICK_OR_FULL(*all, tokens, q, f);
+  }
+  {
+    /* every sequence empty */
+    static const int32_t zero_lens[4] = {0, 0, 0, 0};
+    gpu_case empty = deepseek("latent_all_sequences_empty");
+    empty.batch_size = 4;
+    empty.q_lens = zero_lens;
+    empty.extra_tokens = 2;
+    gpu_matrix_count(all, gpu_case_run(&empty, backend, seed++));
+  }
+
+  /* softcap, windows (1, small, a 64-key tile, beyond the context), query_positions, non-causal */
+  gpu_case features = deepseek("latent_features");
+  features.max_past_len = 300;
+  {
+    const gpu_axis q[] = {GPU_AXIS(softcap, 0, 30), GPU_AXIS(window, 0, 1, 64),
+                          GPU_AXIS(query_positions, 0, 1)};
+    const gpu_axis f[] = {GPU_AXIS(softcap, 0, 30), GPU_AXIS(window, 0, 1, 5, 64, 1000),
+                          GPU_AXIS(query_positions, 0, 1), GPU_AXIS(non_causal, 0, 1),
+                          GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16)};
+    RUN_QUICK_OR_FULL(*all, features, q, f);
+  }
+
+  /* smaller latent rows: the tile's channels past head_size are zero, outputs past v_head_size
+   * dropped */
+  gpu_case small = deepseek("latent_small_rows");
+  small.head_size = 128;
+  small.v_head_size = 64;
+  small.rotary_offset = 64;
+  small.scale = 0.3f;
+  {
+    const gpu_axis q[] = {GPU_AXIS(cache_dtype, 0, PA_DTYPE_INT8), GPU_AXIS(k_quant, 0, PA_QUANT_PER_CHANNEL)};
+    const gpu_axis f[] = {GPU_AXIS(cache_dtype, 0, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
+                          GPU_AXIS(k_quant, 0, PA_QUANT_PER_CHANNEL), GPU_AXIS(block_size, 16, 64)};
+    RUN_QUICK_OR_FULL(*all, small, q, f);
+  }
+
+  /* split-KV: few sequences over long contexts (one sequence of 16 heads cannot fill the GPU), and
+   * an 8-bit cache there; scale 0.1352 (DeepSeek's) over thousands of keys for the 8-bit caches
+   * (their operands reach the tensor cores rounded to T, an error a large scale magnifies) */
+  gpu_case split = deepseek("latent_split_kv");
+  split.batch_size = 2;
+  split.max_past_len = quick ? 2000 : 6000;
+  {
+    const gpu_axis q[] = {GPU_AXIS(max_q_len, 1, 4), GPU_AXIS(block_size, 16)};
+    const gpu_axis f[] = {GPU_AXIS(max_q_len, 1, 2, 4), GPU_AXIS(block_size, 16, 64),
+                          GPU_AXIS(num_heads, 16, 128)};
+    RUN_QUICK_OR_FULL(*all, split, q, f);
+  }
+  split.name = "latent_split_kv_8bit";
+  split.scale = 0.1352f;
+  {
+    const gpu_axis q[] = {GPU_AXIS(cache_dtype, PA_DTYPE_FLOAT8_E4M3FN),
+                          GPU_AXIS(k_quant, PA_QUANT_PER_CHANNEL)};
+    const gpu_axis f[] = {GPU_AXIS(cache_dtype, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
+                          GPU_AXIS(k_quant, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL)};
+    RUN_QUICK_OR_FULL(*all, split, q, f);
+  }
+
+  /* larger batches: more row blocks than the GPU has multiprocessors */
+  gpu_case batches = deepseek("latent_batches");
+  batches.max_past_len = 100;
+  batches.zero_q_lens = 1;
+  {
+    const gpu_axis q[] = {GPU_AXIS(batch_size, 150), GPU_AXIS(num_heads, 128)};
+    const gpu_axis f[] = {GPU_AXIS(batch_size, 150, 300), GPU_AXIS(num_heads, 16, 128)};
+    RUN_QUICK_OR_FULL(*all, batches, q, f);
+  }
+
+  /* multi-token steps (forced LATENT serves them; AUTO gives them to UNFUSED) */
+  gpu_case long_steps = deepseek("latent_long_steps");
+  long_steps.max_q_len = 20;
+  {
+    const gpu_axis q[] = {GPU_AXIS(num_heads, 16)};
+    const gpu_axis f[] = {GPU_AXIS(num_heads, 16, 128), GPU_AXIS(window, 0, 7)};
+    RUN_QUICK_OR_FULL(*all, long_steps, q, f);
+  }
+}
+
+/* Replay rules: graph replay while the lengths grow == eager (each replay against the reference),
+ * attention_metadata absent == tight == loose (bitwise), under-sized bounds stay in bounds. */
+static void replay_and_bounds(gpu_matrix_result *all, int quick) {
+  gpu_case graph = deepseek("latent_graph");
+  graph.scale = 0.1352f; /* DeepSeek's: fp8 runs here too (see latent_heads_8bit) */
+  graph.max_past_len = 1500;
+  graph.unmapped_blocks = 1;
+  graph.extra_tokens = 1;
+  {
+    const gpu_axis axes[] = {GPU_AXIS(max_q_len, 1, 3),
+                             GPU_AXIS(metadata, GPU_METADATA_NONE, GPU_METADATA_LOOSE),
+                             GPU_AXIS(cache_dtype, 0, PA_DTYPE_FLOAT8_E4M3FN)};
+    gpu_matrix_add(all, run_mode(&graph, axes, NUM(axes), GPU_MODE_GRAPH, quick ? 2 : 6));
+  }
+  gpu_case metadata = deepseek("latent_metadata");
+  metadata.batch_size = 2;
+  metadata.max_past_len = 3000;
+  {
+    const gpu_axis axes[] = {GPU_AXIS(max_q_len, 1, 4)};
+    gpu_matrix_add(all, run_mode(&metadata, axes, NUM(axes), GPU_MODE_METADATA, 0));
+  }
+  gpu_case undersized = deepseek("latent_undersized_bounds");
+  undersized.metadata = GPU_METADATA_UNDERSIZED;
+  undersized.unmapped_blocks = 1;
+  undersized.max_past_len = 1200;
+  {
+    const gpu_axis axes[] = {GPU_AXIS(max_q_len, 1, 4)};
+    gpu_matrix_add(all, run(&undersized, axes, NUM(axes)));
+  }
+}
+
+/* ---- absorbed MLA == non-absorbed, the absorbed form on LATENT -------------------------------- */
+
+static int check_cuda(cudaError_t err, const char *what) {
+  if (err != cudaSuccess) fprintf(stderr, "FAIL mla: %s: %s\n", what, cudaGetErrorString(err));
+  return err == cudaSuccess;
+}
+
+/* Plans the absorbed case on the device with `b`; runs it when `run` (inputs copied, the latent
+ * cache written back to the host cache), copying the output into out (floats). Returns 1 on
+ * success; *chosen gets the plan's backend. */
+static int run_absorbed_on_gpu(pa_case *c, pa_backend b, int execute, float *out,
+                               pa_backend *chosen) {
+  pa_plan_options options;
+  pa_plan_options_init(&options);
+  options.backend = b;
+  pa_plan *plan = NULL;
+  if (pa_plan_create(&plan, &c->config.attrs, c->inputs_desc, c->outputs_desc, &options) !=
+      PA_SUCCESS) {
+    char msg[512];
+    pa_last_error_message(msg, sizeof msg);
+    fprintf(stderr, "FAIL mla: plan on %s: %s\n", pa_backend_name(b), msg);
+    return 0;
+  }
+  *chosen = pa_plan_backend(plan);
+  int ok = 1;
+  if (execute) {
+    void *d_in[PA_NUM_INPUTS] = {0};
+    void *d_out = NULL, *workspace = NULL;
+    const size_t ws = pa_plan_workspace_size(plan);
+    for (int i = 0; i < PA_NUM_INPUTS && ok; i++)
+      if (c->inputs[i])
+        ok = check_cuda(cudaMalloc(&d_in[i], c->inputs_bytes[i]), "cudaMalloc") &&
+             check_cuda(cudaMemcpy(d_in[i], c->inputs[i], c->inputs_bytes[i],
+                                   cudaMemcpyHostToDevice), "copy in");
+    ok = ok && check_cuda(cudaMalloc(&d_out, c->outputs_bytes[PA_OUT_OUTPUT]), "cudaMalloc") &&
+         check_cuda(cudaMemset(d_out, 0xff, c->outputs_bytes[PA_OUT_OUTPUT]), "poison") &&
+         check_cuda(cudaMalloc(&workspace, ws ? ws : 1), "cudaMalloc workspace");
+    if (ok) {
+      void *outputs[PA_NUM_OUTPUTS] = {d_out, NULL, NULL, NULL};
+      if (c->outputs_desc[PA_OUT_KEY_CACHE].dtype != PA_DTYPE_UNDEFINED)
+        outputs[PA_OUT_KEY_CACHE] = d_in[PA_IN_KEY_CACHE];
+      const pa_status st =
+          pa_execute(plan, (const void *const *)d_in, outputs, workspace, ws, NULL);
+      ok = st == PA_SUCCESS && check_cuda(cudaDeviceSynchronize(), "execute");
+      if (st != PA_SUCCESS) fprintf(stderr, "FAIL mla: pa_execute: %s\n", pa_status_string(st));
+    }
+    const int64_t elems = c->token_count * MLA_H * MLA_L;
+    uint16_t *raw = malloc((size_t)elems * 2);
+    ok = ok && raw &&
+         check_cuda(cudaMemcpy(raw, d_out, (size_t)elems * 2, cudaMemcpyDeviceToHost), "copy out") &&
+         check_cuda(cudaMemcpy(c->inputs[PA_IN_KEY_CACHE], d_in[PA_IN_KEY_CACHE],
+                               c->inputs_bytes[PA_IN_KEY_CACHE], cudaMemcpyDeviceToHost),
+                    "copy the cache back");
+    if (ok)
+      for (int64_t i = 0; i < elems; i++) out[i] = pa__half_to_float(raw[i]);
+    free(raw);
+    for (int i = 0; i < PA_NUM_INPUTS; i++) cudaFree(d_in[i]);
+    cudaFree(d_out);
+    cudaFree(workspace);
+  }
+  pa_plan_destroy(plan);
+  return ok;
+}
+
+static int absorbed_mla_on_latent(void) {
+  uint64_t s = seed;
+  mla_weights w;
+  mla_weights_init(&w, &s);
+  mla_caches caches;
+  if (!mla_caches_alloc(&caches)) return 0;
+  int32_t past[MLA_B] = {0, 0};
+  int ok = 1;
+  double worst = 0.0;
+  for (int step = 0; step < 2 && ok; step++) {
+    pa_case_config a_cfg, p_cfg;
+    mla_step_configs(&a_cfg, &p_cfg, seed, step, past, &caches);
+    pa_case absorbed, plain;
+    if (pa_case_build(&absorbed, &a_cfg) != PA_SUCCESS) return 0;
+    if (pa_case_build(&plain, &p_cfg) != PA_SUCCESS) return 0;
+    mla_fill_step(&absorbed, &plain, &w, &s);
+    ok &= pa_case_run_reference(&plain) == PA_SUCCESS;
+    float *out = malloc((size_t)absorbed.token_count * MLA_H * MLA_L * sizeof(float));
+    pa_backend chosen = PA_BACKEND_AUTO;
+    const pa_backend auto_wants = step == 0 ? PA_BACKEND_UNFUSED : PA_BACKEND_LATENT;
+    ok &= out && run_absorbed_on_gpu(&absorbed, PA_BACKEND_AUTO, 0, out, &chosen);
+    if (chosen != auto_wants) {
+      fprintf(stderr, "FAIL mla step %d (%lld tokens, %d sequences): AUTO chose %s, expected %s\n",
+              step, (long long)absorbed.token_count, MLA_B, pa_backend_name(chosen),
+              pa_backend_name(auto_wants));
+      ok = 0;
+    }
+    ok = ok && run_absorbed_on_gpu(&absorbed, PA_BACKEND_LATENT, 1, out, &chosen);
+    for (int64_t t = 0; ok && t < plain.token_count; t++)
+      for (int h = 0; h < MLA_H; h++)
+        for (int v = 0; v < MLA_V; v++) {
+          const double projected = mla_projected(&w, out, t, h, v);
+          const double got = pa_case_output(&plain, t, h, v);
+          const double error = fabs(got - projected) / (1.0 + fabs(projected));
+          if (error > worst) worst = error;
+          if (!(error <= 5e-3)) { /* fp16 tolerance: both forms round their own operands */
+            fprintf(stderr, "FAIL mla step %d token %lld head %d v %d: projected LATENT %.6f, "
+                            "non-absorbed reference %.6f (seed %u)\n",
+                    step, (long long)t, h, v, projected, got, seed);
+            ok = 0;
+            h = MLA_H;
+            break;
+          }
+        }
+    free(out);
+    pa_case_free(&absorbed);
+    pa_case_free(&plain);
+    for (int b = 0; b < MLA_B; b++) past[b] += mla_step_q_lens[step][b];
+  }
+  fprintf(stderr, "absorbed (LATENT) vs non-absorbed (reference) MLA: worst relative error %.2e\n",
+          worst);
+  mla_caches_free(&caches);
+  return ok;
+}
+
+int main(void) {
+  if (!gpu_available()) {
+    fprintf(stderr, "no CUDA device: skipped\n");
+    return GPU_SKIP;
+  }
+  seed = gpu_test_seed();
+  const int quick = gpu_test_quick();
+  gpu_matrix_result all = {0, 0, 0, 0};
+  matrix(&all, quick);
+  replay_and_bounds(&all, quick);
+  {
+    /* decode-shaped steps through AUTO, end to end */
+    backend = PA_BACKEND_AUTO;
+    gpu_case through_auto = deepseek("latent_through_auto");
+    through_auto.batch_size = 5;
+    through_auto.max_q_len = 4;
+    through_auto.scale = 0.0f; /* 1/sqrt(576): 8-bit caches (see latent_heads_8bit) */
+    const gpu_axis axes[] = {GPU_AXIS(num_heads, 16, 128),
+                             GPU_AXIS(cache_dtype, 0, PA_DTYPE_FLOAT8_E4M3FN),
+                             GPU_AXIS(k_quant, PA_QUANT_NONE, PA_QUANT_PER_CHANNEL)};
+    gpu_matrix_add(&all, run(&through_auto, axes, NUM(axes)));
+    backend = PA_BACKEND_LATENT;
+  }
+  const int mla_ok = absorbed_mla_on_latent();
+  gpu_matrix_count(&all, mla_ok ? GPU_PASS : GPU_FAIL);
+  fprintf(stderr, "%s absorbed_mla_on_latent\n", mla_ok ? "ok  " : "FAIL");
+
+  fprintf(stderr, "latent: %d passed, %d failed, %d unsupported, %d skipped\n", all.passed,
+          all.failed, all.unsupported, all.skipped);
+  if (all.unsupported) {
+    fprintf(stderr, "FAIL: LATENT must serve every case of this matrix (PA_TEST_VERBOSE=1 prints "
+                    "the reasons)\n");
+    return 1;
+  }
+  return gpu_matrix_exit_code(&all);
+}
