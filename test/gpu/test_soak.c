@@ -373,10 +373,11 @@ static int run_step(soak *s, engine *e, tally *tl, int check) {
   }
   tl->backends[pa_plan_backend(plan)]++;
   const size_t workspace = pa_plan_workspace_size(plan);
-  if (workspace > s->workspace_bytes) {
+  if (workspace > s->workspace_bytes) { /* a fresh one: its checker status zeroed (doc/api.md) */
     cudaFree(s->d_workspace);
-    s->d_workspace = device_alloc(workspace);
-    s->workspace_bytes = workspace;
+    s->workspace_bytes = workspace > PA_CHECK_STATUS_BYTES ? workspace : PA_CHECK_STATUS_BYTES;
+    s->d_workspace = device_alloc(s->workspace_bytes);
+    cuda_check(cudaMemset(s->d_workspace, 0, PA_CHECK_STATUS_BYTES), "workspace");
   }
   cuda_check(cudaMemcpy(s->d_cu, st.cu, sizeof(int32_t) * (st.batch + 1), cudaMemcpyHostToDevice),
              "cu");
