@@ -15,8 +15,9 @@
  *                against the shadow, which the test keeps by writing each token's K and V row to its
  *                slot itself: a differing byte in a slot written since the last check is a cache
  *                mismatch, anywhere else a byte changed outside written slots.
- * PA_SOAK_STEPS sets the steps (default 3000, about 10-20 s on an H200; 100 with
- * PA_GPU_TEST_QUICK=1, for compute-sanitizer). Prints one summary line; fails on any mismatch.
+ * PA_SOAK_STEPS sets the steps (default 20000: 3000 took about 2 s on an H200, so about 15 s;
+ * 100 with PA_GPU_TEST_QUICK=1, for compute-sanitizer). Prints one summary line; fails on any
+ * mismatch.
  */
 #include <math.h>
 #include <stdint.h>
@@ -443,7 +444,7 @@ int main(void) {
   }
   const unsigned seed = gpu_test_seed();
   const char *env = getenv("PA_SOAK_STEPS");
-  const long steps = env && *env ? strtol(env, NULL, 10) : gpu_test_quick() ? 100 : 3000;
+  const long steps = env && *env ? strtol(env, NULL, 10) : gpu_test_quick() ? 100 : 20000;
   engine e;
   memset(&e, 0, sizeof e);
   e.r.state = seed;
