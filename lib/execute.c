@@ -1,6 +1,7 @@
-/* pa_execute: the host checks that cost nothing, then the write path's and the backend's launches,
- * all decided at plan time. Never allocates, synchronizes or reads device memory
- * (doc/cuda-graphs.md, "What the library guarantees"). */
+/* pa_execute: the host checks that cost nothing, then the contract checker's launch (checked plans
+ * only), the write path's and the backend's, all decided at plan time. Never allocates,
+ * synchronizes or reads device memory (doc/cuda-graphs.md, "What the library guarantees").
+ * pa_plan_check_status, off the execute path, reads what the checker recorded. */
 #include <stdint.h>
 #include <string.h>
 
@@ -115,7 +116,31 @@ pa_status pa_execute(const pa_plan *plan, const void *const inputs[PA_NUM_INPUTS
     io.q_attn = io.q_staged;
     io.q_attn_row_stride = pa__q_row_elems(&plan->problem);
   }
+  if (plan->check_state) {
+    st = pa__check_run(plan, &io, (pa__stream)stream);
+    if (st != PA_SUCCESS) return st;
+  }
   st = pa__write_run(plan, &io, (pa__stream)stream);
   if (st != PA_SUCCESS) return st;
   return plan->ops->run(plan, &io, (pa__stream)stream);
+}
+
+int pa_plan_contract_check(const pa_plan *plan) { return plan && plan->check_state ? 1 : 0; }
+
+pa_status pa_plan_check_status(const pa_plan *plan, const void *workspace, pa_stream stream,
+                               char *message, size_t size) {
+  pa__clear_error();
+  if (message && size > 0) message[0] = '\0';
+  if (!plan) return pa__fail(PA_ERROR_INVALID_ARGUMENT, "plan: must not be NULL");
+  if (!plan->check_state)
+    return pa__fail(PA_ERROR_INVALID_ARGUMENT,
+                    "plan: made without the contract checker (set pa_plan_options.contract_check "
+                    "= 1, or PA_CHECK=1 in the environment, before pa_plan_create)");
+  if (plan->described)
+    return pa__fail(PA_ERROR_INVALID_ARGUMENT,
+                    "plan: made for described device_caps, not for a device");
+  if (!workspace)
+    return pa__fail(PA_ERROR_INVALID_ARGUMENT,
+                    "workspace: must be the workspace of the checked pa_execute calls, got NULL");
+  return pa__check_report(plan, workspace, (pa__stream)stream, message, size);
 }

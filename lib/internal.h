@@ -42,6 +42,7 @@ struct pa_plan {
   const struct pa__backend_ops *ops; /* NULL for REFERENCE */
   void *backend_state;          /* owned by ops: kernel variant, launch geometry, kernel parameters */
   void *write_state;            /* owned by the write path (pa__write_plan); NULL for host plans */
+  void *check_state;            /* owned by the contract checker (pa__check_plan); NULL when off */
 };
 
 /* The schema's names of the inputs, by index (messages name tensors by these). */
@@ -109,6 +110,19 @@ pa_status pa__write_plan(pa_plan *plan);
 pa_status pa__write_run(const pa_plan *plan, const pa__io *io, pa__stream stream);
 /* Frees plan->write_state. */
 void pa__write_destroy(pa_plan *plan);
+
+/* The device contract checker (cuda/check/check.cu; pa_plan_check_status). */
+/* Adds the checker's workspace regions, which must be the plan's first (its status at offset 0,
+ * where every checked plan sharing a workspace finds it), and fixes its launch in
+ * plan->check_state. Host only: described devices too. */
+pa_status pa__check_plan(pa_plan *plan);
+/* Launches the checker on the call's device data, before the write path, on the same stream. */
+pa_status pa__check_run(const pa_plan *plan, const pa__io *io, pa__stream stream);
+/* Reads, reports (message and last error) and clears the status at the start of workspace. */
+pa_status pa__check_report(const pa_plan *plan, const void *workspace, pa__stream stream,
+                           char *message, size_t size);
+/* Frees plan->check_state. */
+void pa__check_destroy(pa_plan *plan);
 
 /* ---- UNFUSED's chunking (cuda/unfused/unfused.cu) ---------------------------------------------
  * pa__unfused_set_test_limits is for the tests only, which link the static library (the shared

@@ -1,5 +1,6 @@
 /* pa_plan_create: validate, dispatch (doc/backends.md, "What AUTO picks, and why"), fix every
  * launch and lay out the workspace; PA_DEBUG=1 reports it. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,12 +9,20 @@
 
 #include "internal.h"
 
-/* The first release's struct sizes: callers built against it must keep working. */
+/* The first release's struct sizes: callers built against it must keep working (fields appended
+ * since then take their defaults when struct_size ends before them). */
 enum {
   ATTRIBUTES_V1_SIZE = sizeof(pa_attributes),
-  OPTIONS_V1_SIZE = sizeof(pa_plan_options),
+  OPTIONS_V1_SIZE = offsetof(pa_plan_options, contract_check),
   CAPS_V1_SIZE = sizeof(pa_device_caps),
 };
+
+/* Whether the plan runs the device contract checker: the option, or PA_CHECK=1 in the
+ * environment (read here, once per plan). */
+static int contract_check_wanted(const pa_plan_options *opts) {
+  const char *env = getenv("PA_CHECK");
+  return opts->contract_check == 1 || (env && strcmp(env, "1") == 0);
+}
 
 int pa__needs_q_staging(const pa__problem *p) {
   return p->input_mode == PA__MODE_PACKED || p->do_rotary || p->has_qk_norm;
@@ -120,6 +129,8 @@ static void debug_report(const pa_plan *plan) {
           pa_backend_name(plan->backend), plan->device, (long long)p->token_count, p->batch_size,
           p->num_heads, p->kv_num_heads, p->head_size, p->v_head_size, p->block_size,
           (long long)p->max_query_len, (long long)p->max_kv_len, plan->workspace.total);
+  if (plan->check_state)
+    fprintf(stderr, "[pagedattn]   contract check: on (each execute launches the checker)\n");
   pa__unfused_chunks chunks;
   if (pa__unfused_chunking(plan, &chunks))
     fprintf(stderr,
@@ -154,7 +165,8 @@ pa_status pa_plan_create(pa_plan **out, const pa_attributes *attrs,
       return pa__fail(PA_ERROR_INVALID_ARGUMENT,
                       "options: struct_size must be at least %zu, got %zu",
                       (size_t)OPTIONS_V1_SIZE, options->struct_size);
-    opts = *options;
+    memcpy(&opts, options,
+           options->struct_size < sizeof opts ? options->struct_size : sizeof opts);
   }
   if (opts.device_caps && opts.device_caps->struct_size < CAPS_V1_SIZE)
     return pa__fail(PA_ERROR_INVALID_ARGUMENT,
@@ -166,6 +178,9 @@ pa_status pa_plan_create(pa_plan **out, const pa_attributes *attrs,
                     opts.device);
   if (opts.backend < PA_BACKEND_AUTO || opts.backend > PA_BACKEND_LATENT)
     return pa__fail(PA_ERROR_INVALID_ARGUMENT, "backend: unknown value %d", (int)opts.backend);
+  if (opts.contract_check != 0 && opts.contract_check != 1)
+    return pa__fail(PA_ERROR_INVALID_ARGUMENT, "contract_check: expected 0 or 1, got %d",
+                    opts.contract_check);
   uint64_t max_qk_bytes =
       opts.max_output_qk_bytes ? opts.max_output_qk_bytes : PA_DEFAULT_MAX_OUTPUT_QK_BYTES;
 
@@ -196,13 +211,18 @@ pa_status pa_plan_create(pa_plan **out, const pa_attributes *attrs,
   st = choose_backend(plan, opts.backend);
   if (st != PA_SUCCESS) goto fail;
   /* Everything a run needs is decided here, once: the write path's and the backend's kernels,
-   * launch geometry and parameters, and the workspace layout (the staged Q first, then the
-   * backend's regions; the reference needs no device workspace). */
+   * launch geometry and parameters, and the workspace layout (the contract checker's regions when
+   * it is on, then the staged Q, then the backend's regions; the reference needs no device
+   * workspace and has no checker). */
   if (plan->device != PA_DEVICE_HOST) {
     st = pa__write_plan(plan);
     if (st != PA_SUCCESS) goto fail;
   }
   if (plan->ops) {
+    if (contract_check_wanted(&opts)) {
+      st = pa__check_plan(plan);
+      if (st != PA_SUCCESS) goto fail;
+    }
     plan->q_staged_region = pa__write_workspace(&plan->problem, &plan->workspace);
     st = plan->ops->plan(plan, setup_device);
     if (st != PA_SUCCESS) goto fail;
@@ -224,6 +244,7 @@ void pa_plan_destroy(pa_plan *plan) {
   if (!plan) return;
   if (plan->ops && plan->ops->destroy) plan->ops->destroy(plan);
   pa__write_destroy(plan);
+  pa__check_destroy(plan);
   free(plan);
 }
 

@@ -65,6 +65,8 @@ typedef struct pa__problem {
   /* replay-wide bounds, clamped to the static limits (host use only: launch extents, workspace) */
   int64_t max_query_len;  /* metadata[0] clamped to token_count, else token_count */
   int64_t max_kv_len;     /* metadata[1] clamped to max_blocks_per_seq * block_size, else that */
+  int64_t query_len_bound, kv_len_bound; /* metadata[0], [1] as given (0 = none): the caller's
+                                          * promise, which the contract checker holds it to */
 } pa__problem;
 
 /* Element counts per token of each stream the operator reads or writes. */

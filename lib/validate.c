@@ -512,6 +512,8 @@ static pa_status check_sequence_metadata(pa__problem *p, const pa_tensor_desc in
     return pa__fail(PA_ERROR_INVALID_ARGUMENT,
                     "attention_metadata: bounds must be >= 0 (0 = unknown), got [%d, %d]",
                     metadata[0], metadata[1]);
+  p->query_len_bound = metadata[0];
+  p->kv_len_bound = metadata[1];
   if (metadata[0] > 0 && metadata[0] < p->max_query_len) p->max_query_len = metadata[0];
   if (metadata[1] > 0 && metadata[1] < p->max_kv_len) p->max_kv_len = metadata[1];
   return PA_SUCCESS;

@@ -46,6 +46,7 @@ typedef enum pa_status {
   PA_ERROR_INVALID_ARGUMENT = 1000,   /* a validation rule: the request is malformed */
   PA_ERROR_WORKSPACE_TOO_SMALL = 1001,
   PA_ERROR_MISALIGNED = 1002,
+  PA_ERROR_CONTRACT_VIOLATION = 1003, /* device data broke the contract (pa_plan_check_status) */
   PA_ERROR_NOT_SUPPORTED = 2000,      /* well formed, but no backend on this device/build serves it */
   PA_ERROR_NO_DEVICE = 2001,
   PA_ERROR_CUDA = 3000,
@@ -204,12 +205,15 @@ typedef struct pa_plan_options {
   const int32_t *attention_metadata;   /* input 16's two host values, read once; NULL = absent */
   uint64_t max_output_qk_bytes;        /* 0 = library default (PA_DEFAULT_MAX_OUTPUT_QK_BYTES) */
   const pa_device_caps *device_caps;   /* non-NULL: plan for this described device, touch no GPU */
+  int32_t contract_check;              /* 1: check each pa_execute's device data against the
+                                        * contract (pa_plan_check_status); 0: only when the
+                                        * environment has PA_CHECK=1 */
 } pa_plan_options;
 
 #define PA_DEFAULT_MAX_OUTPUT_QK_BYTES ((uint64_t)1 << 30)
 
-/* Defaults: device PA_DEVICE_CURRENT, backend AUTO, no metadata, default threshold. Note that a
- * zeroed struct means device 0; call this to get "current device". */
+/* Defaults: device PA_DEVICE_CURRENT, backend AUTO, no metadata, default threshold, contract check
+ * as PA_CHECK says. Note that a zeroed struct means device 0; call this to get "current device". */
 PA_API void pa_plan_options_init(pa_plan_options *o);
 
 typedef struct pa_plan pa_plan;
@@ -271,6 +275,42 @@ PA_API pa_status pa_execute(const pa_plan *plan, const void *const inputs[PA_NUM
  */
 PA_API pa_status pa_execute_reference(const pa_plan *plan, const void *const inputs[PA_NUM_INPUTS],
                                       void *const outputs[PA_NUM_OUTPUTS]);
+
+/*
+ * The device contract checker (opt-in; doc/api.md, "Checking device data"). Device data can break
+ * the caller's contract in ways no plan-time rule sees: a block id or slot out of range, a position
+ * beyond the cos / sin tables, a length above an attention_metadata bound or a capacity,
+ * cumulative lengths that decrease, two tokens writing one slot. The library never reads or writes
+ * out of bounds on them, but the results are unspecified. A plan made with
+ * pa_plan_options.contract_check = 1, or while the environment has PA_CHECK=1 (read by
+ * pa_plan_create), is a checked plan (GPU plans only): each of its pa_execute calls first launches,
+ * on the same stream, a checker that scans the call's lengths, block table, slots and positions
+ * and records the first violation in the workspace. Its status lives in the workspace's first
+ * bytes, in every checked plan, so plans made per step that share a workspace share one status.
+ * Without the checker nothing is launched and the workspace is not larger.
+ */
+
+/* The checker's status occupies the workspace's first PA_CHECK_STATUS_BYTES bytes. Zero them once
+ * when allocating a workspace for checked plans (memory that an earlier workspace used may hold its
+ * status); copy them along when moving to a larger workspace. */
+#define PA_CHECK_STATUS_BYTES 256
+
+/* 1 when the plan runs the contract checker, else 0 (NULL included). */
+PA_API int pa_plan_contract_check(const pa_plan *plan);
+
+/*
+ * Reads, reports and clears the checker's status in `workspace` (as passed to pa_execute, for
+ * this or another checked plan of the same device): synchronizes `stream`, so call it on the
+ * caller's schedule, never during stream capture. Returns PA_SUCCESS (message "") when no
+ * pa_execute since the last call found a violation, or PA_ERROR_CONTRACT_VIOLATION with the
+ * first violation, naming the tensor, the index and the value, in message (NUL-terminated,
+ * truncated to size - 1; NULL / 0 is fine) and in pa_last_error_message. The first violation is
+ * the one of the earliest violating call; within a call, the lowest in the order of doc/api.md.
+ * INVALID_ARGUMENT: NULL plan or workspace, a plan without the checker, a plan for described
+ * device_caps, a capturing stream; PA_ERROR_CUDA when the copy fails.
+ */
+PA_API pa_status pa_plan_check_status(const pa_plan *plan, const void *workspace,
+                                      pa_stream stream, char *message, size_t size);
 
 #ifdef __cplusplus
 }

@@ -5,17 +5,20 @@ order, attributes as keyword arguments with the schema's names. CUDA arrays (tor
 with __cuda_array_interface__) run pa_execute on the caller's current stream, with the workspace
 taken from the caller's framework, so the call can be captured in a CUDA graph. Host arrays (numpy,
 CPU torch; bfloat16 / float8 through ml_dtypes or torch) run the library's reference executor.
+With PA_CHECK=1 in the environment or contract_check=True, CUDA calls also run the device contract
+checker, and check_status() reports what it found.
 """
 import collections
 import ctypes
 import numbers
 import operator
+import os
 import threading
 
 from . import _arrays
 from . import _capi as C
 
-__all__ = ["paged_attention", "Error", "clear_plan_cache", "library_path"]
+__all__ = ["paged_attention", "Error", "clear_plan_cache", "library_path", "check_status"]
 
 PLAN_CACHE_SIZE = 64
 
@@ -55,6 +58,18 @@ class _Plan:
         self.handle = handle.value
         self.workspace_size = lib.pa_plan_workspace_size(self.handle)
         self.backend = lib.pa_backend_name(lib.pa_plan_backend(self.handle)).decode()
+        self.contract_check = bool(lib.pa_plan_contract_check(self.handle))
+
+    def check_status(self, workspace, stream):
+        """pa_plan_check_status on a workspace address and a stream handle: None when no checked
+        call since the last read found a violation, else the violation's message. Clears it."""
+        message = ctypes.create_string_buffer(1024)
+        status = C.library().pa_plan_check_status(self.handle, workspace, stream, message,
+                                                  len(message))
+        if status == C.PA_ERROR_CONTRACT_VIOLATION:
+            return message.value.decode(errors="replace")
+        _check(status)
+        return None
 
     def __del__(self):
         if getattr(self, "handle", None):
@@ -64,6 +79,64 @@ class _Plan:
 
 _plans = collections.OrderedDict()
 _plans_lock = threading.Lock()
+
+
+class _CheckedWorkspace:
+    """The workspace of one device's checked calls, kept between calls so that the contract
+    checker's status (its first PA_CHECK_STATUS_BYTES) survives until check_status reads it; grown
+    when a plan needs more, the status carried over. `plan`: the last checked plan that used it."""
+
+    def __init__(self, like, nbytes, previous):
+        align = C.PA_WORKSPACE_ALIGNMENT
+        self.array = _arrays.empty(like, (nbytes + align,), C.PA_DTYPE_UINT8)
+        base = _arrays.wrap("workspace", self.array).ptr
+        self.offset = (base + align - 1) // align * align - base
+        self.ptr, self.nbytes = base + self.offset, nbytes
+        status = slice(self.offset, self.offset + C.PA_CHECK_STATUS_BYTES)
+        if previous is None:  # fresh memory may hold an earlier workspace's status
+            self.array[status] = 0
+        else:
+            self.array[status] = previous.array[
+                previous.offset:previous.offset + C.PA_CHECK_STATUS_BYTES]
+        self.plan = previous.plan if previous is not None else None
+
+
+_checked_workspaces = {}  # (framework, device) -> _CheckedWorkspace
+
+
+def _checked_workspace(plan, like, framework, device):
+    with _plans_lock:
+        key = (framework, device)
+        workspace = _checked_workspaces.get(key)
+        if workspace is None or workspace.nbytes < plan.workspace_size:
+            workspace = _CheckedWorkspace(like, max(plan.workspace_size, C.PA_CHECK_STATUS_BYTES),
+                                          workspace)
+            _checked_workspaces[key] = workspace
+        workspace.plan = plan
+        return workspace
+
+
+def check_status(device=None, stream=None):
+    """Reads and clears what the device contract checker recorded (doc/python.md): None when no
+    checked call since the last read broke the contract, else the first violation's message,
+    naming the tensor, the index and the value. device: a CUDA ordinal, or None for every device
+    with checked calls. Synchronizes the stream (the current one unless `stream` is given). Raises
+    pagedattn.Error when no checked call has run."""
+    with _plans_lock:
+        entries = [(key, w) for key, w in _checked_workspaces.items()
+                   if device is None or key[1] == device]
+    if not entries:
+        raise _argument_error("check_status: no checked call has run%s (set PA_CHECK=1 before "
+                              "the first call, or pass contract_check=True)"
+                              % ("" if device is None else " on device %d" % device))
+    messages = []
+    for (framework, dev), workspace in entries:
+        with _device_context(framework, dev):
+            message = workspace.plan.check_status(workspace.ptr,
+                                                   _stream_handle(stream, framework, dev))
+        if message:
+            messages.append(message if len(entries) == 1 else "device %d: %s" % (dev, message))
+    return "; ".join(messages) or None
 
 
 def clear_plan_cache():
@@ -289,7 +362,10 @@ def _execute(plan, arrays, out_arr, qk_array, framework, device, stream):
         return
     with _device_context(framework, device):
         workspace_ptr, workspace_bytes = None, plan.workspace_size
-        if workspace_bytes:
+        if plan.contract_check:
+            workspace = _checked_workspace(plan, q, framework, device)
+            workspace_ptr = workspace.ptr
+        elif workspace_bytes:
             align = C.PA_WORKSPACE_ALIGNMENT
             workspace = _arrays.empty(q, (workspace_bytes + align,), C.PA_DTYPE_UINT8)
             keep_alive.append(workspace)
@@ -307,14 +383,16 @@ def paged_attention(query, key, value, key_cache, value_cache, cumulative_sequen
                     local_window_size=-1, do_rotary=0, rotary_interleaved=0, qk_norm_epsilon=1e-6,
                     k_quant_type="NONE", v_quant_type="NONE", k_cache_dtype="", v_cache_dtype="",
                     v_head_size=0, rotary_offset=0, kv_cache_layout="SEPARATE", qk_output=0,
-                    is_causal=1, backend="auto", output_qk=None, stream=None):
+                    is_causal=1, backend="auto", output_qk=None, stream=None,
+                    contract_check=False):
     """Runs the operator; returns output, or (output, output_qk) when qk_output != 0.
 
     key_cache / value_cache are updated in place. `backend`: "auto", "reference", "decode",
     "prefill", "unfused" or "latent". `output_qk`: a preallocated (num_heads, token_count, C) array,
     or None to allocate one with C = block_table.shape[1] * block_size. `attention_metadata`: two
     host ints (replay-wide bounds). `stream` (CUDA only): a stream object or handle to use instead of
-    the framework's current stream. Raises pagedattn.Error.
+    the framework's current stream. `contract_check` (CUDA only): run the device contract checker
+    (as PA_CHECK=1 does); check_status() reads what it found. Raises pagedattn.Error.
     """
     kw = dict(num_heads=num_heads, kv_num_heads=kv_num_heads, scale=scale, softcap=softcap,
               local_window_size=local_window_size, do_rotary=do_rotary,
@@ -359,6 +437,7 @@ def paged_attention(query, key, value, key_cache, value_cache, cumulative_sequen
     options = C.PlanOptions()
     C.library().pa_plan_options_init(ctypes.byref(options))
     options.device, options.backend = device, C.BACKENDS[backend]
+    options.contract_check = 1 if contract_check else 0
     if metadata is not None:
         meta = in_descs[C.PA_IN_ATTENTION_METADATA]
         meta.dtype, meta.rank, meta.dims[0] = C.PA_DTYPE_INT32, 1, 2
@@ -368,7 +447,7 @@ def paged_attention(query, key, value, key_cache, value_cache, cumulative_sequen
     key = (tuple(getattr(attrs, f) for f, _ in C.Attributes._fields_),
            tuple((d.dtype, d.rank, tuple(d.dims)) for d in in_descs),
            tuple((d.dtype, d.rank, tuple(d.dims)) for d in out_descs),
-           device, backend, metadata)
+           device, backend, metadata, bool(contract_check), os.environ.get("PA_CHECK") == "1")
     plan = _cached_plan(key, attrs, in_descs, out_descs, options)
 
     out_desc = out_descs[C.PA_OUT_OUTPUT]

@@ -5,6 +5,7 @@ import os
 # pa_status values (the header's enum).
 PA_SUCCESS = 0
 PA_ERROR_INVALID_ARGUMENT = 1000
+PA_ERROR_CONTRACT_VIOLATION = 1003
 
 # pa_dtype values.
 PA_DTYPE_UNDEFINED = 0
@@ -26,6 +27,7 @@ PA_OUT_OUTPUT, PA_OUT_KEY_CACHE, PA_OUT_VALUE_CACHE, PA_OUT_QK = 0, 1, 2, 3
 PA_DEVICE_CURRENT = -1
 PA_DEVICE_HOST = -2
 PA_WORKSPACE_ALIGNMENT = 256
+PA_CHECK_STATUS_BYTES = 256
 
 BACKENDS = {"auto": 0, "reference": 1, "decode": 2, "prefill": 3, "unfused": 4, "latent": 5}
 
@@ -60,6 +62,7 @@ class PlanOptions(ctypes.Structure):
         ("struct_size", ctypes.c_size_t), ("device", ctypes.c_int32), ("backend", ctypes.c_int),
         ("attention_metadata", ctypes.POINTER(ctypes.c_int32)),
         ("max_output_qk_bytes", ctypes.c_uint64), ("device_caps", ctypes.c_void_p),
+        ("contract_check", ctypes.c_int32),
     ]
 
 
@@ -121,6 +124,11 @@ def _declare(lib):
     lib.pa_execute.restype = c.c_int
     lib.pa_execute_reference.argtypes = [c.c_void_p, InputPtrs, OutputPtrs]
     lib.pa_execute_reference.restype = c.c_int
+    lib.pa_plan_contract_check.argtypes = [c.c_void_p]
+    lib.pa_plan_contract_check.restype = c.c_int
+    lib.pa_plan_check_status.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_char_p,
+                                         c.c_size_t]
+    lib.pa_plan_check_status.restype = c.c_int
     return lib
 
 

@@ -189,6 +189,14 @@ def assert_poisoned_rows(test, clean, poisoned, rows, head_size, what):
 
 
 class BindingBehaviour(unittest.TestCase):
+    def test_check_status_without_checked_calls(self):
+        """check_status() reads the contract checker of CUDA calls; before any, it says so."""
+        if pagedattn._checked_workspaces:
+            self.skipTest("a checked CUDA call has run in this process")
+        with self.assertRaises(pagedattn.Error) as ctx:
+            pagedattn.check_status()
+        self.assertIn("check_status: no checked call has run", ctx.exception.message)
+
     def case(self, cfg=BASE):
         return cases.make_case(cfg, np.random.default_rng(SEED))
 

@@ -1,6 +1,7 @@
 """The binding on CUDA tensors: every backend against the reference executor (the binding on host
 copies of the same inputs), CUDA-graph capture and replay of a decode loop whose lengths grow on
-the device, and cupy arrays when cupy is installed. Exits 77 (meson: skipped) without CUDA torch.
+the device, the device contract checker (contract_check, check_status), and cupy arrays when cupy
+is installed. Exits 77 (meson: skipped) without CUDA torch.
 """
 import dataclasses
 import sys
@@ -239,6 +240,48 @@ except ImportError:
 
 
 @unittest.skipUnless(cupy is not None, "cupy is not installed")
+class ContractCheck(unittest.TestCase):
+    """contract_check=True: a clean call reports None; a block id out of range is named, and
+    reading clears it; the status survives the workspace growing for a larger plan."""
+
+    def decode_step(self, batch, blocks_per_seq, bad_entry=None):
+        g = torch.Generator().manual_seed(SEED)
+        heads, kv_heads, head_size, block = 4, 2, 64, 16
+        num_blocks = batch * blocks_per_seq
+        table = torch.arange(num_blocks, dtype=torch.int32).reshape(batch, blocks_per_seq)
+        if bad_entry is not None:
+            table[bad_entry] = num_blocks + 5
+        past = torch.full((batch,), blocks_per_seq * block - 1, dtype=torch.int32)
+        tensors = [torch.randn(batch, heads * head_size, generator=g).half(),
+                   torch.randn(batch, kv_heads * head_size, generator=g).half(),
+                   torch.randn(batch, kv_heads * head_size, generator=g).half(),
+                   torch.randn(num_blocks, block, kv_heads, head_size, generator=g).half(),
+                   torch.randn(num_blocks, block, kv_heads, head_size, generator=g).half(),
+                   torch.arange(batch + 1, dtype=torch.int32), past, table]
+        pagedattn.paged_attention(*[t.cuda() for t in tensors], num_heads=heads,
+                                  kv_num_heads=kv_heads, contract_check=True)
+
+    def test_check_status(self):
+        self.decode_step(3, 4)
+        self.assertIsNone(pagedattn.check_status())
+        self.decode_step(3, 4, bad_entry=(1, 2))
+        message = pagedattn.check_status()
+        self.assertIsNotNone(message)
+        self.assertIn("block_table[1][2]", message)
+        self.assertIn("got 17", message)
+        self.assertIsNone(pagedattn.check_status(), "reading must clear the status")
+
+    def test_status_survives_a_larger_workspace(self):
+        self.decode_step(2, 2, bad_entry=(0, 1))
+        workspace = pagedattn._checked_workspaces[("torch", torch.cuda.current_device())]
+        self.decode_step(16, 64)
+        grown = pagedattn._checked_workspaces[("torch", torch.cuda.current_device())]
+        self.assertGreater(grown.nbytes, workspace.nbytes)
+        message = pagedattn.check_status()
+        self.assertIsNotNone(message)
+        self.assertIn("block_table[0][1]", message)
+
+
 class CupyArrays(unittest.TestCase):
     def test_cupy_matches_reference(self):
         for cfg in (NAMED["separate_fp16"], NAMED["int8_per_channel"], NAMED["rotary_plain"]):

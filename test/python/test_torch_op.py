@@ -3,7 +3,10 @@
 On CPU tensors (the reference executor): torch.library.opcheck (schema and declared cache writes,
 fake kernel against the real output, AOT dispatch with dynamic shapes), torch.compile(fullgraph=True)
 against eager, output_qk through a preallocated tensor. On a GPU: a decode loop compiled with
-torch.compile(fullgraph=True) against the same loop run eagerly, step by step, outputs and caches.
+torch.compile(fullgraph=True) against the same loop run eagerly, step by step, outputs and caches;
+the compiled step captured in torch.cuda.graph; and a decode module compiled with
+mode="reduce-overhead" (inductor's own CUDA graphs, the caches in module buffers), which must not
+skip its CUDA graphs.
 Exits 77 (meson: skipped) without torch; the GPU tests are skipped without CUDA.
 """
 import os
@@ -175,6 +178,47 @@ class CompiledDecodeLoopOnGpu(unittest.TestCase):
                                        msg="replay %d (seed %d)" % (step, SEED))
             past += 1
         torch.testing.assert_close(k_cache, ref_k, rtol=0, atol=0)
+
+
+class DecodeModule(torch.nn.Module):
+    """One decode step whose caches and block table are module buffers, marked static: inductor's
+    CUDA graphs (mode="reduce-overhead") take a function that writes into static inputs only."""
+
+    def __init__(self, state):
+        super().__init__()
+        for name in ("k_cache", "v_cache", "block_table"):
+            self.register_buffer(name, state[name].clone())
+            torch._dynamo.mark_static_address(getattr(self, name))
+
+    def forward(self, q, k, v, cu, past):
+        return OP(q, k, v, self.k_cache, self.v_cache, cu, past, self.block_table, num_heads=H,
+                  kv_num_heads=HK)
+
+
+@unittest.skipUnless(torch.cuda.is_available(), "no CUDA device")
+class ReduceOverheadOnGpu(unittest.TestCase):
+    def test_reduce_overhead_decode_loop_matches_eager(self):
+        from torch._dynamo.utils import counters
+        steps = 10
+        state = decode_state("cuda")
+        eager, module = DecodeModule(state), DecodeModule(state)
+        torch._dynamo.reset()
+        counters.clear()
+        compiled = torch.compile(module, mode="reduce-overhead", fullgraph=True)
+        past = state["past"].clone()
+        for step in range(steps):
+            q, k, v, cu = step_inputs("cuda", 3, step)
+            expected = eager(q, k, v, cu, past)
+            out = compiled(q, k, v, cu, past).clone()  # a replay's output is overwritten next step
+            torch.testing.assert_close(out, expected, rtol=5e-3, atol=5e-3,
+                                       msg="step %d (seed %d)" % (step, SEED))
+            past = past + 1
+        torch.testing.assert_close(module.k_cache, eager.k_cache, rtol=0, atol=0)
+        torch.testing.assert_close(module.v_cache, eager.v_cache, rtol=0, atol=0)
+        self.assertFalse(torch.equal(state["k_cache"], eager.k_cache), "the loop wrote no cache")
+        skips = counters["inductor"].get("cudagraph_skips", 0)
+        self.assertEqual(skips, 0, "inductor skipped its CUDA graphs: %s" % dict(counters["inductor"]))
+        print("reduce-overhead: %d steps, inductor counters %s" % (steps, dict(counters["inductor"])))
 
 
 if __name__ == "__main__":

@@ -66,6 +66,7 @@ typedef struct pa_case {
   case_device device;
   pa_backend backend; /* forced backend; AUTO by default */
   uint64_t max_output_qk_bytes;
+  int32_t contract_check; /* pa_plan_options.contract_check */
 } pa_case;
 
 void case_build(pa_case *c, const case_config *cfg);

@@ -18,6 +18,7 @@ pa_status case_plan(const pa_case *c, pa_plan **plan) {
   options.backend = c->backend;
   options.max_output_qk_bytes = c->max_output_qk_bytes;
   options.attention_metadata = c->pass_metadata ? c->metadata : NULL;
+  options.contract_check = c->contract_check;
   switch (c->device) {
   case CASE_HOST: options.device = PA_DEVICE_HOST; break;
   case CASE_H200:

@@ -4,6 +4,7 @@
  * runs a well-defined step: cumulative_sequence_length all 0 puts no token in any sequence.
  */
 #include <cuda_runtime_api.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cases.h"
