@@ -91,15 +91,17 @@ bool built_for_sm90a() {
 }
 
 // The family a problem runs on: wgmma on a device of compute capability 9.0 (whose sm_90a cubin
-// this build holds) for 16-bit caches, else mma.sync. PA_PREFILL_KERNEL=mma.sync keeps every plan
-// on mma.sync (for measurements and tests that compare the two).
+// this build holds) for 16-bit caches and head sizes above 64, else mma.sync.
+// PA_PREFILL_KERNEL=mma.sync keeps every plan on mma.sync (for measurements and tests that compare
+// the two).
 prefill_family family_for(const pa__problem *p, const pa_device_caps *caps) {
   const char *env = getenv("PA_PREFILL_KERNEL");
   if (env && strcmp(env, "mma.sync") == 0) return PREFILL_MMA_SYNC;
   const bool sm90a = caps->compute_capability_major == 9 && caps->compute_capability_minor == 0 &&
                      built_for_sm90a();
   const bool cache_holds_t = p->k_cache_dtype == p->dtype && p->v_cache_dtype == p->dtype;
-  return sm90a && cache_holds_t ? PREFILL_WGMMA : PREFILL_MMA_SYNC;
+  return sm90a && cache_holds_t && prefill_dmax(p->head_size) >= 128 ? PREFILL_WGMMA
+                                                                    : PREFILL_MMA_SYNC;
 }
 
 bool variant_for(const pa__problem *p, const pa_device_caps *caps, prefill_variant *v) {
@@ -110,8 +112,7 @@ bool variant_for(const pa__problem *p, const pa_device_caps *caps, prefill_varia
     const int dmax = prefill_dmax(p->head_size);
     if constexpr (sizeof(C) == 2) {
       if (family == PREFILL_WGMMA) {
-        *v = dmax == 64 ? wgmma_variant<T, 64>()
-                        : dmax == 128 ? wgmma_variant<T, 128>() : wgmma_variant<T, 256>();
+        *v = dmax == 128 ? wgmma_variant<T, 128>() : wgmma_variant<T, 256>();
         return;
       }
     }

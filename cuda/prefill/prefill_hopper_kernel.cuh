@@ -1,5 +1,8 @@
-// The PREFILL backend's Hopper kernels (sm_90a, 16-bit caches): the work units, row blocks, splits
-// and schedule of prefill_kernel.cuh, computed by warpgroups with wgmma and fed by a producer.
+// The PREFILL backend's Hopper kernels (sm_90a, 16-bit caches, head sizes 65..256): the work
+// units, row blocks, splits and schedule of prefill_kernel.cuh, computed by warpgroups with wgmma
+// and fed by a producer. (A 64-channel variant of this kernel failed the PREFILL matrix on the
+// H200 while its wgmma building blocks passed test_wgmma_layout: head sizes up to 64 stay on
+// mma.sync until that is understood; doc/performance.md.)
 //
 // A CTA is three warpgroups. The producer (warpgroup 0, registers given back with setmaxnreg)
 // takes units from the schedule's counter, writes each unit's rows (admitted key ranges, per
@@ -66,12 +69,13 @@ struct hopper_scratch {
 // the unit slots, the stages' admitted-key flags, the barriers and the producer's scratch.
 template <int DMAX>
 struct hopper_geometry {
+  static_assert(DMAX == 128 || DMAX == 256, "the Hopper kernels serve 128 and 256 channels");
   static constexpr int kChunks = DMAX / 8;  // 16-byte chunks of a row
   static constexpr int kQSlots = DMAX == 256 ? 1 : 2;
-  static constexpr int kStages = DMAX == 64 ? 6 : DMAX == 128 ? 4 : 2;
+  static constexpr int kStages = DMAX == 256 ? 2 : 4;
   // Q as the A operand from registers (wgmma reads only K from shared memory); at 256 channels
   // the fragments would not fit beside the accumulators, and Q stays in shared memory
-  static constexpr bool kQInRegisters = DMAX <= 128;
+  static constexpr bool kQInRegisters = DMAX == 128;
   static constexpr int kQBytes = kHopperRows * DMAX * 2;
   static constexpr int kTileBytes = kPrefillTileKeys * DMAX * 2;  // K or V
   static constexpr int kStageOffset = kQSlots * kQBytes;

@@ -3,7 +3,8 @@
  * itself rather than as a wrong attention output: two warpgroups, a 128-row Q tile, 64-key K and V
  * tiles stored at their swizzled places, then for each warpgroup S = Q K^T with Q as register
  * fragments and from shared memory (hopper_scores), and O = P V with P built into A fragments by
- * prefill_p_fragment (hopper_add_values), for head sizes 64, 128, 256 in fp16 and bf16. The values
+ * prefill_p_fragment (hopper_add_values), for 64, 128 and 256 channels in fp16 and bf16 (the kernel
+ * is built for 128 and 256; 64 shows the blocks are right there too). The values
  * are small multiples of powers of two, so every product and sum is exact: results must match
  * bit for bit. The first mismatch (row, column, expected, actual) is printed.
  * Runs on compute capability 9.0 only (the sm_90a cubin); exits 77 (skipped) elsewhere. */
