@@ -20,8 +20,9 @@
 // causal); % of peak is against a dense 8192^3 bf16 GEMM (cuBLASLt, random data, median of 100)
 // measured in the same run. TB/s count the K + V bytes of the step once. Times in the table and the
 // CSV are the graph-replay medians.
-//   pa_bench_prefill [--quick] [--only TEXT] [--csv FILE]
+//   pa_bench_prefill [--quick] [--no-unfused] [--only TEXT] [--csv FILE]
 //     --quick      the 4 x 2k, mixed and verify rows only, no UNFUSED (what tools/gpu-check.sh runs)
+//     --no-unfused every row, but not on UNFUSED (minutes less)
 //     --only TEXT  only the rows whose label contains TEXT (e.g. for a profiler)
 //     --csv FILE   also write label,backend,us,tflops,tbps,pct to FILE
 #include <math.h>
@@ -498,7 +499,7 @@ std::vector<measurement> bench_step(const step_shape &s, const std::vector<pa_ba
     m.flops = p.flops;
     m.kv_bytes = p.kv_bytes;
     if (b == PA_BACKEND_UNFUSED && !unfused_allowed) {
-      m.note = "skipped (--quick)";
+      m.note = "skipped (--quick or --no-unfused)";
     } else {
       std::string why;
       pa_plan *plan = make_plan(p, b, metadata, &why);
@@ -539,17 +540,19 @@ std::vector<std::string> summary;  // ratio lines, printed after the table
 }  // namespace
 
 int main(int argc, char **argv) {
-  bool quick = false;
+  bool quick = false, no_unfused = false;
   const char *only = nullptr, *csv = nullptr;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick"))
       quick = true;
+    else if (!strcmp(argv[i], "--no-unfused"))
+      no_unfused = true;
     else if (!strcmp(argv[i], "--only") && i + 1 < argc)
       only = argv[++i];
     else if (!strcmp(argv[i], "--csv") && i + 1 < argc)
       csv = argv[++i];
     else {
-      fprintf(stderr, "usage: %s [--quick] [--only TEXT] [--csv FILE]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--quick] [--no-unfused] [--only TEXT] [--csv FILE]\n", argv[0]);
       return 2;
     }
   }
@@ -567,10 +570,15 @@ int main(int argc, char **argv) {
          prop.multiProcessorCount, gemm_peak);
   printf("bf16, 32/8 heads, head 128, block 16 unless stated; tight attention_metadata; times are "
          "medians of 100; %% of GEMM is against the GEMM above\n");
+  const char *family = getenv("PA_PREFILL_KERNEL");
+  printf("PREFILL kernels: %s\n", family && !strcmp(family, "mma.sync")
+                                       ? "mma.sync (PA_PREFILL_KERNEL)"
+                                       : "the plan's choice (wgmma on compute capability 9.0 for "
+                                         "16-bit caches, else mma.sync)");
 
   const std::vector<pa_backend> all_three = {PA_BACKEND_PREFILL, PA_BACKEND_AUTO,
                                              PA_BACKEND_UNFUSED};
-  const bool unfused = !quick;
+  const bool unfused = !quick && !no_unfused;
   auto wanted = [&](const std::string &label) {
     return !only || label.find(only) != std::string::npos;
   };

@@ -145,6 +145,12 @@ typedef struct pa__unfused_chunks {
 /* 1 and *out filled for an UNFUSED plan on a device (real or described), else 0. */
 int pa__unfused_chunking(const pa_plan *plan, pa__unfused_chunks *out);
 
+/* ---- PREFILL's kernel family (cuda/prefill/prefill.cu) -----------------------------------------
+ * For the tests and PA_DEBUG, not part of the contract: the family a PREFILL plan runs, fixed at
+ * plan time: "wgmma" (the sm_90a kernels) or "mma.sync"; NULL for any other plan. The environment
+ * variable PA_PREFILL_KERNEL=mma.sync, read at plan time, keeps every plan on "mma.sync". */
+const char *pa__prefill_kernel_family(const pa_plan *plan);
+
 /* Device queries (lib/device.c); cached per device. */
 pa_status pa__device_caps_cached(int32_t device, pa_device_caps *caps);
 

@@ -7,40 +7,27 @@
 
 #include <stdint.h>
 
+#include "mbarrier.cuh"
+
 namespace pa {
 namespace detail {
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 
-__device__ __forceinline__ uint32_t shared_address(const void *p) {
-  return (uint32_t)__cvta_generic_to_shared(p);
-}
-
 // An mbarrier that completes its first phase after one arrival plus `bytes` of bulk loads; the
 // calling thread then issues those loads with bulk_load.
 __device__ __forceinline__ void bytes_barrier_init(uint64_t *barrier, uint32_t bytes) {
-  const uint32_t bar = shared_address(barrier);
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+  mbarrier_init(barrier, 1);
   // the bulk-copy engine updates the barrier: the init must be visible to it first
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+  mbarrier_init_fence();
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                   shared_address(barrier)),
+               "r"(bytes)
                : "memory");
 }
 
 // Waits until the barrier's first phase has completed (every expected byte has arrived).
-__device__ __forceinline__ void bytes_barrier_wait(uint64_t *barrier) {
-  const uint32_t bar = shared_address(barrier);
-  uint32_t done;
-  do {
-    asm volatile(
-        "{\n .reg .pred complete;\n"
-        " mbarrier.try_wait.parity.shared::cta.b64 complete, [%1], 0;\n"
-        " selp.u32 %0, 1, 0, complete;\n}\n"
-        : "=r"(done)
-        : "r"(bar)
-        : "memory");
-  } while (!done);
-}
+__device__ __forceinline__ void bytes_barrier_wait(uint64_t *barrier) { mbarrier_wait(barrier, 0); }
 
 // global -> shared, `bytes` counted on `barrier` when they have landed.
 __device__ __forceinline__ void bulk_load(void *dst_shared, const void *src_global, uint32_t bytes,
@@ -58,12 +45,6 @@ __device__ __forceinline__ void bulk_store(void *dst_global, const void *src_sha
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst_global),
                "r"(shared_address(src_shared)), "r"(bytes)
                : "memory");
-}
-
-// Orders this thread's earlier shared-memory writes (generic proxy) before bulk stores that read
-// them (async proxy), issued by any thread of the CTA after a synchronization with this one.
-__device__ __forceinline__ void fence_shared_for_bulk_copies() {
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
 // Closes the thread's bulk group and waits until its stores have read their shared memory (which

@@ -1,6 +1,7 @@
-// The PREFILL backend's launcher: fused paged attention on tensor cores for multi-token steps
-// (kernels in prefill_kernel.cuh). Plan time fixes the kernel variant, the row-block geometry, the
-// split size, the grid and the workspace; run fills the pointers and launches the schedule, the
+// The PREFILL backend's launcher: fused paged attention on tensor cores for multi-token steps.
+// Plan time fixes the kernel family (the sm_90a wgmma kernels of prefill_hopper_kernel.cuh where
+// they run, else the mma.sync kernels of prefill_kernel.cuh), the variant, the row-block geometry,
+// the split size, the grid and the workspace; run fills the pointers and launches the schedule, the
 // attention and, with splits, the merge.
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "../common/split_merge.cuh"
 #include "../launch_common.cuh"
 #include "internal.h"
+#include "prefill_hopper_kernel.cuh"
 #include "prefill_kernel.cuh"
 #include "prefill_schedule.cuh"
 
@@ -24,7 +26,13 @@ constexpr int kMinTilesPerSplit = 8;
 // The partial outputs stay below this even when no attention_metadata bounds max_kv_len.
 constexpr size_t kMaxPartialBytes = (size_t)256 << 20;
 
+// The kernel families, in the order they are preferred.
+enum prefill_family { PREFILL_WGMMA, PREFILL_MMA_SYNC };
+const char *family_name(prefill_family f) { return f == PREFILL_WGMMA ? "wgmma" : "mma.sync"; }
+
 struct prefill_variant {
+  prefill_family family;
+  int threads, smem_bytes, rows;  // per CTA; rows: of a row block
   cudaError_t (*set_smem)(int smem_bytes);
   cudaError_t (*occupancy)(int smem_bytes, int *ctas_per_sm);
   cudaError_t (*launch)(const prefill_params &P, dim3 grid, int smem_bytes, cudaStream_t stream,
@@ -47,37 +55,78 @@ struct prefill_state {
 };
 
 template <typename T, typename C, int DMAX>
-prefill_variant variant_with() {
-  return {prefill_set_smem<T, C, DMAX>, prefill_occupancy<T, C, DMAX>,
+prefill_variant mma_sync_variant() {
+  return {PREFILL_MMA_SYNC,
+          kPrefillThreads,
+          prefill_smem_bytes(DMAX, (int)sizeof(C)),
+          prefill_rows(DMAX),
+          prefill_set_smem<T, C, DMAX>,
+          prefill_occupancy<T, C, DMAX>,
           prefill_launch<T, C, DMAX>};
 }
-template <typename T, typename C>
-prefill_variant variant_of(int head_size) {
-  switch (prefill_dmax(head_size)) {
-    case 64:
-      return variant_with<T, C, 64>();
-    case 128:
-      return variant_with<T, C, 128>();
-    default:
-      return variant_with<T, C, 256>();
-  }
-}
-bool variant_for(const pa__problem *p, prefill_variant *v) {
-  return for_kernel_types(p, [&](auto t, auto c) {
-    *v = variant_of<decltype(t), decltype(c)>(p->head_size);
-  });
+template <typename T, int DMAX>
+prefill_variant wgmma_variant() {
+  return {PREFILL_WGMMA,
+          kHopperThreads,
+          hopper_geometry<DMAX>::kSmemBytes,
+          kHopperRows,
+          prefill_hopper_set_smem<T, DMAX>,
+          prefill_hopper_occupancy<T, DMAX>,
+          prefill_hopper_launch<T, DMAX>};
 }
 
-int smem_bytes_of(const pa__problem *p) {
-  return prefill_smem_bytes(p->head_size, (int)pa_dtype_size(p->k_cache_dtype));
+// Whether this build holds sm_90a machine code: gpu_archs lists 90a (and not plain 90, whose cubin
+// a 9.0 device might run instead).
+bool built_for_sm90a() {
+  bool sm90a = false, sm90 = false;
+  const char *arch = PA_GPU_ARCHS;
+  while (*arch) {
+    const char *end = strchr(arch, ',');
+    const size_t length = end ? (size_t)(end - arch) : strlen(arch);
+    if (length == 3 && strncmp(arch, "90a", 3) == 0) sm90a = true;
+    if (length == 2 && strncmp(arch, "90", 2) == 0) sm90 = true;
+    arch += length + (end ? 1 : 0);
+  }
+  return sm90a && !sm90;
+}
+
+// The family a problem runs on: wgmma on a device of compute capability 9.0 (whose sm_90a cubin
+// this build holds) for 16-bit caches and head sizes above 64, else mma.sync.
+// PA_PREFILL_KERNEL=mma.sync keeps every plan on mma.sync (for measurements and tests that compare
+// the two).
+prefill_family family_for(const pa__problem *p, const pa_device_caps *caps) {
+  const char *env = getenv("PA_PREFILL_KERNEL");
+  if (env && strcmp(env, "mma.sync") == 0) return PREFILL_MMA_SYNC;
+  const bool sm90a = caps->compute_capability_major == 9 && caps->compute_capability_minor == 0 &&
+                     built_for_sm90a();
+  const bool cache_holds_t = p->k_cache_dtype == p->dtype && p->v_cache_dtype == p->dtype;
+  return sm90a && cache_holds_t && prefill_dmax(p->head_size) >= 128 ? PREFILL_WGMMA
+                                                                    : PREFILL_MMA_SYNC;
+}
+
+bool variant_for(const pa__problem *p, const pa_device_caps *caps, prefill_variant *v) {
+  const prefill_family family = family_for(p, caps);
+  return for_kernel_types(p, [&](auto t, auto c) {
+    using T = decltype(t);
+    using C = decltype(c);
+    const int dmax = prefill_dmax(p->head_size);
+    if constexpr (sizeof(C) == 2) {
+      if (family == PREFILL_WGMMA) {
+        *v = dmax == 128 ? wgmma_variant<T, 128>() : wgmma_variant<T, 256>();
+        return;
+      }
+    }
+    *v = dmax == 64 ? mma_sync_variant<T, C, 64>()
+                    : dmax == 128 ? mma_sync_variant<T, C, 128>() : mma_sync_variant<T, C, 256>();
+  });
 }
 
 // The row-block geometry: a block is up to `rows` (token, query head) rows of one GQA group.
 struct row_geometry {
   int32_t heads_per_block, tokens_per_block, head_blocks;
 };
-row_geometry row_geometry_of(const pa__problem *p) {
-  const int rows = prefill_rows(prefill_dmax(p->head_size));
+row_geometry row_geometry_of(const pa__problem *p, const prefill_variant &v) {
+  const int rows = v.rows;
   row_geometry g;
   g.heads_per_block = std::min(p->group_size, rows);
   g.tokens_per_block = rows / g.heads_per_block;
@@ -87,9 +136,9 @@ row_geometry row_geometry_of(const pa__problem *p) {
 
 pa_status prefill_check(const pa__problem *p, const pa_device_caps *caps, char *why,
                         size_t why_size) {
-  prefill_variant v;
-  const pa_status refusal =
-      fused_backend_refusal(p, caps, variant_for(p, &v), smem_bytes_of(p), why, why_size);
+  prefill_variant v = {};
+  const bool built = variant_for(p, caps, &v);
+  const pa_status refusal = fused_backend_refusal(p, caps, built, v.smem_bytes, why, why_size);
   if (refusal != PA_SUCCESS) return refusal;
   // the merge grid is (token_count, num_heads); work units are counted in int32
   if (p->num_heads > 65535)
@@ -97,7 +146,7 @@ pa_status prefill_check(const pa__problem *p, const pa_device_caps *caps, char *
   if (p->token_count > INT32_MAX)
     return unsupported(why, why_size, "token_count %lld (the merge grid allows 2^31 - 1)",
                        (long long)p->token_count);
-  const row_geometry g = row_geometry_of(p);
+  const row_geometry g = row_geometry_of(p, v);
   if ((ceil_div(p->token_count, g.tokens_per_block) + p->batch_size) * g.head_blocks *
           p->kv_num_heads > INT32_MAX / 64)
     return unsupported(why, why_size, "token_count %lld with %d KV heads (too many work units)",
@@ -106,15 +155,16 @@ pa_status prefill_check(const pa__problem *p, const pa_device_caps *caps, char *
 }
 
 // Resident CTAs per multiprocessor, estimated without the device: shared memory and the kernel's
-// launch bounds (2 CTAs up to 128 channels, 1 at 256).
-int64_t ctas_per_sm_of(const pa_device_caps *caps, int smem_bytes, const pa__problem *p) {
-  const int64_t by_registers = prefill_dmax(p->head_size) <= 128 ? 2 : 1;
-  return std::max<int64_t>(1, std::min(by_registers, ctas_per_sm_by_smem(caps, smem_bytes)));
+// launch bounds (mma.sync: 2 CTAs up to 128 channels, 1 at 256; wgmma: 1).
+int64_t ctas_per_sm_of(const pa_device_caps *caps, const prefill_variant &v, const pa__problem *p) {
+  const int64_t by_registers =
+      v.family == PREFILL_MMA_SYNC && prefill_dmax(p->head_size) <= 128 ? 2 : 1;
+  return std::max<int64_t>(1, std::min(by_registers, ctas_per_sm_by_smem(caps, v.smem_bytes)));
 }
 
-int64_t tiles_per_split_for(const pa__problem *p, const pa_device_caps *caps, int smem_bytes,
-                            const row_geometry &g) {
-  return split_tiles_for(p, caps, ctas_per_sm_of(caps, smem_bytes, p),
+int64_t tiles_per_split_for(const pa__problem *p, const pa_device_caps *caps,
+                            const prefill_variant &v, const row_geometry &g) {
+  return split_tiles_for(p, caps, ctas_per_sm_of(caps, v, p),
                          row_blocks_of(p, g.tokens_per_block, g.head_blocks), kPrefillTileKeys,
                          kMinTilesPerSplit, kMaxPartialBytes);
 }
@@ -124,12 +174,12 @@ pa_status prefill_plan(pa_plan *plan, int setup_device) {
   prefill_state *s = (prefill_state *)calloc(1, sizeof *s);
   if (!s) return pa__fail(PA_ERROR_OUT_OF_MEMORY, "plan: host allocation failed");
   plan->backend_state = s;
-  if (!variant_for(p, &s->variant))
+  if (!variant_for(p, &plan->caps, &s->variant))
     return pa__fail(PA_ERROR_INTERNAL, "PREFILL: no kernel for this problem after check passed");
-  s->smem_bytes = smem_bytes_of(p);
+  s->smem_bytes = s->variant.smem_bytes;
   s->chained = plan->caps.compute_capability_major >= 9;
-  const row_geometry g = row_geometry_of(p);
-  const int64_t tiles_per_split = tiles_per_split_for(p, &plan->caps, s->smem_bytes, g);
+  const row_geometry g = row_geometry_of(p, s->variant);
+  const int64_t tiles_per_split = tiles_per_split_for(p, &plan->caps, s->variant, g);
   const int64_t bound_tiles = std::max<int64_t>(1, ceil_div(p->max_kv_len, kPrefillTileKeys));
   const int64_t slots = ceil_div(bound_tiles, tiles_per_split);
   if (setup_device) {
@@ -182,7 +232,7 @@ pa_status prefill_plan(pa_plan *plan, int setup_device) {
                                              sizeof(unsigned int), PA_WORKSPACE_ALIGNMENT);
 
   // A persistent grid: one CTA per resident slot (more would only queue), at most one per unit.
-  int64_t per_sm = ctas_per_sm_of(&plan->caps, s->smem_bytes, p);
+  int64_t per_sm = ctas_per_sm_of(&plan->caps, s->variant, p);
   int occupancy = 0;
   if (setup_device && s->variant.occupancy(s->smem_bytes, &occupancy) == cudaSuccess &&
       occupancy > 0)
@@ -209,9 +259,10 @@ pa_status prefill_plan(pa_plan *plan, int setup_device) {
   const char *env = getenv("PA_DEBUG");
   if (env && strcmp(env, "1") == 0)
     fprintf(stderr,
-            "[pagedattn] PREFILL: grid %u, %d threads, %d B shared, row blocks of %d tokens x %d "
-            "heads (%d per token), %d tiles of %d keys per split, %d split slots%s\n",
-            s->grid.x, kPrefillThreads, s->smem_bytes, g.tokens_per_block, g.heads_per_block,
+            "[pagedattn] PREFILL: %s kernel, grid %u, %d threads, %d B shared, row blocks of %d "
+            "tokens x %d heads (%d per token), %d tiles of %d keys per split, %d split slots%s\n",
+            family_name(s->variant.family), s->grid.x, s->variant.threads, s->smem_bytes,
+            g.tokens_per_block, g.heads_per_block,
             g.head_blocks, P.tiles_per_split, kPrefillTileKeys, P.num_split_slots,
             P.num_split_slots > 1 ? " + merge" : "");
   return PA_SUCCESS;
@@ -268,6 +319,12 @@ void prefill_destroy(pa_plan *plan) {
 }  // namespace
 }  // namespace detail
 }  // namespace pa
+
+extern "C" const char *pa__prefill_kernel_family(const pa_plan *plan) {
+  if (!plan || plan->backend != PA_BACKEND_PREFILL || !plan->backend_state) return NULL;
+  return pa::detail::family_name(
+      static_cast<const pa::detail::prefill_state *>(plan->backend_state)->variant.family);
+}
 
 extern "C" const pa__backend_ops pa__prefill_backend = {
     PA_BACKEND_PREFILL, pa::detail::prefill_check, pa::detail::prefill_plan,

@@ -265,6 +265,105 @@ __device__ __forceinline__ void prefill_store_pair(const prefill_params &P, int6
   }
 }
 
+// The per-key masks of one m16 tile's scores (kNTiles 8-key n-tiles from key key0 relative to the
+// unit's key_base): a key is kept when it is mapped (bit k of mapped_lo for k < 32, of mapped_hi
+// for the rest) and inside its row's admitted range (lo[h], hi[h] for rows group_id + 8 h).
+template <int kNTiles>
+__device__ __forceinline__ void prefill_mask_scores(float (&score)[kNTiles][4], int32_t key0,
+                                                    uint32_t mapped_lo, uint32_t mapped_hi,
+                                                    const int32_t (&lo)[2],
+                                                    const int32_t (&hi)[2], int col) {
+#pragma unroll
+  for (int n = 0; n < kNTiles; n++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const int k = n * 8 + col + (i & 1);
+      const int32_t key = key0 + k;
+      const uint32_t mapped = k < 32 ? mapped_lo >> k : mapped_hi >> (k - 32);
+      if (!((mapped & 1u) && key >= lo[i / 2] && key < hi[i / 2])) score[n][i] = -INFINITY;
+    }
+}
+
+// One online-softmax step of an m16 tile's two rows per thread over kNTiles n-tiles of scores (log2
+// units, masked): the running max, this thread's part of the running sum, the output accumulators
+// rescaled; the scores become the unnormalized probabilities.
+template <int kNTiles, int kOutTiles>
+__device__ __forceinline__ void prefill_softmax_step(float (&score)[kNTiles][4], float (&row_max)[2],
+                                                     float (&row_sum)[2],
+                                                     float (&out_acc)[kOutTiles][4]) {
+  float pass_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int n = 0; n < kNTiles; n++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) pass_max[i / 2] = fmaxf(pass_max[i / 2], score[n][i]);
+  float rescale[2], base[2];
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    pass_max[h] = fmaxf(pass_max[h], __shfl_xor_sync(0xffffffffu, pass_max[h], 1));
+    pass_max[h] = fmaxf(pass_max[h], __shfl_xor_sync(0xffffffffu, pass_max[h], 2));
+    const softmax_step step = online_softmax_step(row_max[h], pass_max[h]);
+    base[h] = step.base;
+    rescale[h] = step.rescale;
+    row_sum[h] *= rescale[h];
+  }
+#pragma unroll
+  for (int n = 0; n < kNTiles; n++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const float p = softmax_exp2(score[n][i] - base[i / 2]);
+      score[n][i] = p;
+      row_sum[i / 2] += p;
+    }
+  // once the running max settles, every rescale is exactly 1: skip the multiply then
+  if (__any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f)) {
+#pragma unroll
+    for (int n = 0; n < kOutTiles; n++) {
+      out_acc[n][0] *= rescale[0];
+      out_acc[n][1] *= rescale[0];
+      out_acc[n][2] *= rescale[1];
+      out_acc[n][3] *= rescale[1];
+    }
+  }
+}
+
+// The A fragment of P (rounded to T, as in every flash kernel) for the 16 keys of n-tiles 2g and
+// 2g + 1.
+template <typename T, int kNTiles>
+__device__ __forceinline__ void prefill_p_fragment(const float (&score)[kNTiles][4], int g,
+                                                   uint32_t (&p)[4]) {
+  p[0] = pack_t2<T>(score[2 * g][0], score[2 * g][1]);
+  p[1] = pack_t2<T>(score[2 * g][2], score[2 * g][3]);
+  p[2] = pack_t2<T>(score[2 * g + 1][0], score[2 * g + 1][1]);
+  p[3] = pack_t2<T>(score[2 * g + 1][2], score[2 * g + 1][3]);
+}
+
+// Finalizes (or writes as partials) an m16 tile of rows row0 .. row0 + 15 of the block straight
+// from the accumulators, each thread its rows' pairs of adjacent channels.
+template <typename T, typename C, int kOutTiles>
+__device__ __forceinline__ void prefill_store_m16(const prefill_params &P,
+                                                  const prefill_row_block &R, int row0,
+                                                  const float (&out_acc)[kOutTiles][4],
+                                                  const float (&row_max)[2],
+                                                  const float (&row_sum)[2], int kv_head,
+                                                  int split, int32_t splits, int lane) {
+  const int head_size = P.kv.head_size;
+  const int group_id = lane / 4, col = (lane % 4) * 2;
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    float l = row_sum[h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int r = row0 + group_id + 8 * h;
+    if (r >= R.valid_rows) continue;
+    const int64_t token = R.first_token + r / P.heads_per_block;
+    const int head = R.first_head + r % P.heads_per_block;
+    for_each_out_pair<C>(out_acc, h, col, [&](int c, float o0, float o1) {
+      if (c < head_size)
+        prefill_store_pair<T, C>(P, token, head, kv_head, split, splits, c, row_max[h], l, o0, o1);
+    });
+  }
+}
+
 // Row-split compute (more than 16 rows): warp w owns kMTiles m16 tiles of rows and runs every key
 // of a tile against them, 64 keys per pass with one m16 tile, 32 with two (their scores would not
 // fit the registers beside the accumulators otherwise). A warp skips the passes its rows cannot
@@ -391,69 +490,21 @@ __device__ __forceinline__ void prefill_rows_split(const prefill_params &P,
       if (!unmasked) {
 #pragma unroll
         for (int mt = 0; mt < kMTiles; mt++)
-#pragma unroll
-          for (int n = 0; n < 2 * kPassGroups; n++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-              const int k = n * 8 + col + (i & 1);  // key within the pass
-              const int32_t key = key0 + k;
-              const uint32_t mapped = kPassKeys == 64
-                                          ? (k < 32 ? mapped_lo >> k : mapped_hi >> (k - 32))
-                                          : pass_mapped >> k;
-              if (!((mapped & 1u) && key >= my_lo[mt][i / 2] && key < my_hi[mt][i / 2]))
-                score[mt][n][i] = -INFINITY;
-            }
+          prefill_mask_scores(score[mt], key0, kPassKeys == 64 ? mapped_lo : pass_mapped,
+                              mapped_hi, my_lo[mt], my_hi[mt], col);
       }
 
       // online softmax per row (log2 units)
 #pragma unroll
-      for (int mt = 0; mt < kMTiles; mt++) {
-        float pass_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-        for (int n = 0; n < 2 * kPassGroups; n++)
-#pragma unroll
-          for (int i = 0; i < 4; i++) pass_max[i / 2] = fmaxf(pass_max[i / 2], score[mt][n][i]);
-        float rescale[2], base[2];
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-          pass_max[h] = fmaxf(pass_max[h], __shfl_xor_sync(0xffffffffu, pass_max[h], 1));
-          pass_max[h] = fmaxf(pass_max[h], __shfl_xor_sync(0xffffffffu, pass_max[h], 2));
-          const softmax_step step = online_softmax_step(row_max[mt][h], pass_max[h]);
-          base[h] = step.base;
-          rescale[h] = step.rescale;
-          row_sum[mt][h] *= rescale[h];
-        }
-#pragma unroll
-        for (int n = 0; n < 2 * kPassGroups; n++)
-#pragma unroll
-          for (int i = 0; i < 4; i++) {
-            const float p = softmax_exp2(score[mt][n][i] - base[i / 2]);
-            score[mt][n][i] = p;
-            row_sum[mt][i / 2] += p;
-          }
-        // once the running max settles, every rescale is exactly 1: skip the multiply then
-        if (__any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f)) {
-#pragma unroll
-          for (int n = 0; n < kOutTiles; n++) {
-            out_acc[mt][n][0] *= rescale[0];
-            out_acc[mt][n][1] *= rescale[0];
-            out_acc[mt][n][2] *= rescale[1];
-            out_acc[mt][n][3] *= rescale[1];
-          }
-        }
-      }
+      for (int mt = 0; mt < kMTiles; mt++)
+        prefill_softmax_step(score[mt], row_max[mt], row_sum[mt], out_acc[mt]);
 
       // out += P · V, 16 keys per k-step (P rounded to T, as in every flash kernel)
 #pragma unroll
       for (int g = 0; g < kPassGroups; g++) {
         uint32_t p_frag[kMTiles][4];
 #pragma unroll
-        for (int mt = 0; mt < kMTiles; mt++) {
-          p_frag[mt][0] = pack_t2<T>(score[mt][2 * g][0], score[mt][2 * g][1]);
-          p_frag[mt][1] = pack_t2<T>(score[mt][2 * g][2], score[mt][2 * g][3]);
-          p_frag[mt][2] = pack_t2<T>(score[mt][2 * g + 1][0], score[mt][2 * g + 1][1]);
-          p_frag[mt][3] = pack_t2<T>(score[mt][2 * g + 1][2], score[mt][2 * g + 1][3]);
-        }
+        for (int mt = 0; mt < kMTiles; mt++) prefill_p_fragment<T>(score[mt], g, p_frag[mt]);
         const warp_fragments<T, C> v_frags = {v_pass + g * 16 * row_bytes, row_bytes, lane};
 #pragma unroll
         for (int n = 0; n < kOutTiles; n += 2 * kLoads) {
@@ -472,24 +523,10 @@ __device__ __forceinline__ void prefill_rows_split(const prefill_params &P,
   });
 
   // Each row's pairs of adjacent channels, straight from the accumulators.
-  const int head_size = P.kv.head_size;
 #pragma unroll
   for (int mt = 0; mt < kMTiles; mt++)
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      float l = row_sum[mt][h];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-      const int r = warp_row0 + mt * 16 + group_id + 8 * h;
-      if (r >= R.valid_rows) continue;
-      const int64_t token = R.first_token + r / P.heads_per_block;
-      const int head = R.first_head + r % P.heads_per_block;
-      for_each_out_pair<C>(out_acc[mt], h, col, [&](int c, float o0, float o1) {
-        if (c < head_size)
-          prefill_store_pair<T, C>(P, token, head, kv_head, split, splits, c, row_max[mt][h], l,
-                                   o0, o1);
-      });
-    }
+    prefill_store_m16<T, C>(P, R, warp_row0 + mt * 16, out_acc[mt], row_max[mt], row_sum[mt],
+                            kv_head, split, splits, lane);
 }
 
 // Key-split compute (at most 16 rows: decode tokens of a mixed step, verify steps): the block's
@@ -650,6 +687,109 @@ __device__ __forceinline__ void prefill_keys_split(const prefill_params &P,
   }
 }
 
+// The rows of a work unit's row block: row r is query head first_head + r % heads_per_block of
+// the sequence's packed token first_token + r / heads_per_block; rows [0, valid_rows) exist
+// (bounded by the packed token count too: malformed lengths must never send a read out of bounds).
+struct prefill_unit_rows {
+  sequence_span span;
+  int64_t first_token;
+  int valid_rows, first_head;
+};
+__device__ __forceinline__ prefill_unit_rows prefill_unit_rows_of(const prefill_params &P,
+                                                                  int32_t b, int32_t row_block,
+                                                                  int kv_head) {
+  prefill_unit_rows u;
+  u.span = load_sequence_span(P.cu_seqlens, P.past_seqlens, b);
+  const int token_block = row_block / P.head_blocks;
+  const int head_block = row_block % P.head_blocks;
+  const int64_t token_index0 = (int64_t)token_block * P.tokens_per_block;
+  u.first_token = u.span.first_token + token_index0;
+  const int64_t tokens =
+      max((int64_t)0, min(min((int64_t)P.tokens_per_block, u.span.q_len - token_index0),
+                          P.token_count - u.first_token));
+  const int heads = min(P.heads_per_block, P.group_size - head_block * P.heads_per_block);
+  u.valid_rows = u.first_token >= 0 ? (int)tokens * heads : 0;
+  u.first_head = kv_head * P.group_size + head_block * P.heads_per_block;
+  return u;
+}
+// The keys row r (< valid_rows) admits.
+__device__ __forceinline__ key_span prefill_row_keys(const prefill_params &P,
+                                                     const prefill_unit_rows &u, int r) {
+  return admitted_keys(
+      token_position(P.query_positions, u.span, u.first_token + r / P.heads_per_block),
+      u.span.kv_len, P.is_causal, P.window);
+}
+
+// The keys a unit visits: the union [lo, hi) of its rows' admitted keys (lo >= hi: none). Rows are
+// handled relative to key_base, the union's first key; a range past 2^30 keys is cut there (such
+// lengths break the operator's contract, and nothing is read out of bounds either way).
+struct prefill_key_union {
+  int64_t lo, hi, key_base;
+};
+__device__ __forceinline__ prefill_key_union prefill_cut_union(int64_t lo, int64_t hi) {
+  prefill_key_union u = {lo, hi, 0};
+  if (lo < hi) {
+    u.hi = min(hi, lo + (int64_t)INT32_MAX / 2);
+    u.key_base = lo;
+  }
+  return u;
+}
+// A row's admitted keys relative to the union's key_base (both 0 for an empty row).
+__device__ __forceinline__ void prefill_relative_keys(const key_span &keys,
+                                                      const prefill_key_union &u, int32_t *lo,
+                                                      int32_t *hi) {
+  *lo = (int32_t)(max(keys.lo, u.key_base) - u.key_base);
+  *hi = (int32_t)(max(min(keys.hi, u.hi), u.key_base) - u.key_base);
+}
+// The unit's tiles: the union cut to split `split`'s absolute tiles.
+__device__ __forceinline__ void prefill_unit_tiles(const prefill_params &P,
+                                                   const prefill_key_union &u, int32_t split,
+                                                   int32_t splits, int64_t *tile_begin,
+                                                   int64_t *tile_end) {
+  *tile_begin = *tile_end = 0;
+  if (u.lo < u.hi) {
+    *tile_begin = u.lo / kPrefillTileKeys;
+    *tile_end = (u.hi + kPrefillTileKeys - 1) / kPrefillTileKeys;
+    if (splits > 1) {
+      *tile_begin = max(*tile_begin, (int64_t)split * P.tiles_per_split);
+      *tile_end = min(*tile_end, (int64_t)(split + 1) * P.tiles_per_split);
+    }
+  }
+}
+
+// The work unit of the taken-th (unit, KV head) pair of the schedule: split `split` of row block
+// `row_block` of sequence b (the heaviest row blocks first), or valid = false for malformed
+// lengths.
+struct prefill_work {
+  int32_t b, row_block, split, splits;
+  int kv_head;
+  bool valid;
+};
+__device__ __forceinline__ prefill_work prefill_work_of(const prefill_params &P, int64_t taken) {
+  const int32_t unit = (int32_t)(taken / P.kv_num_heads);
+  prefill_work w;
+  w.kv_head = (int)(taken % P.kv_num_heads);
+  // the sequence: the last b with unit_begin[b] <= unit (zero-unit sequences are skipped)
+  int32_t lo = 0, hi = P.batch_size;
+  while (hi - lo > 1) {
+    const int32_t mid = (lo + hi) / 2;
+    if (P.unit_begin[mid] <= unit)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  w.b = lo;
+  const int64_t kv_len = (int64_t)__ldg(P.past_seqlens + w.b) +
+                         (__ldg(P.cu_seqlens + w.b + 1) - __ldg(P.cu_seqlens + w.b));
+  w.splits = prefill_sequence_splits(P, kv_len);
+  const int32_t local = unit - P.unit_begin[w.b];
+  const int32_t blocks = (P.unit_begin[w.b + 1] - P.unit_begin[w.b]) / w.splits;
+  w.valid = local >= 0 && local < blocks * w.splits;
+  w.row_block = blocks - 1 - local / w.splits;
+  w.split = local % w.splits;
+  return w;
+}
+
 // What a work unit's prologue decides (prefill_unit_prologue): its rows, each row's admitted keys
 // (in shared memory, relative to rows.key_base), their union [union_lo, union_hi) in absolute keys,
 // and the split's tiles [tile_begin, tile_end) of that union.
@@ -659,9 +799,9 @@ struct prefill_unit_setup {
   int32_t splits;
 };
 
-// The prologue every row-block kernel shares (PREFILL, LATENT): the rows of split `split` of row
-// block `row_block` of sequence b for KV head kv_head, their Q rows into q_smem (kRows rows of
-// q_stride elements, kQWidth channels each, zero past head_size and valid_rows; a per-channel
+// The prologue the mma.sync row-block kernels share (PREFILL, LATENT): the rows of split `split`
+// of row block `row_block` of sequence b for KV head kv_head, their Q rows into q_smem (kRows rows
+// of q_stride elements, kQWidth channels each, zero past head_size and valid_rows; a per-channel
 // k_scale folded in), and their admitted keys into row_lo / row_hi (kRows each). Ends with a
 // barrier: the shared rows are ready.
 template <typename T, typename C, int kQWidth, int kRows, int kThreads>
@@ -670,20 +810,9 @@ __device__ __forceinline__ prefill_unit_setup prefill_unit_prologue(
     int32_t row_block, int32_t split, int kv_head) {
   const int head_size = P.kv.head_size;
   const int tid = threadIdx.x, lane = tid % 32;
-
-  // The block's rows: row r is query head first_head + r % heads_per_block of the sequence's new
-  // token token_index0 + r / heads_per_block; rows [0, valid_rows) exist. (Bounded by the packed
-  // token count too: malformed lengths must never send a read out of bounds.)
-  const sequence_span span = load_sequence_span(P.cu_seqlens, P.past_seqlens, b);
-  const int token_block = row_block / P.head_blocks;
-  const int head_block = row_block % P.head_blocks;
-  const int64_t token_index0 = (int64_t)token_block * P.tokens_per_block;
-  const int64_t first_token = span.first_token + token_index0;
-  const int64_t tokens = max((int64_t)0, min(min((int64_t)P.tokens_per_block, span.q_len - token_index0),
-                                              P.token_count - first_token));
-  const int heads = min(P.heads_per_block, P.group_size - head_block * P.heads_per_block);
-  const int valid_rows = first_token >= 0 ? (int)tokens * heads : 0;
-  const int first_head = kv_head * P.group_size + head_block * P.heads_per_block;
+  const prefill_unit_rows rows = prefill_unit_rows_of(P, b, row_block, kv_head);
+  const int64_t first_token = rows.first_token;
+  const int valid_rows = rows.valid_rows, first_head = rows.first_head;
 
   // Q rows into shared memory, a per-channel k_scale folded in; other rows and channels beyond
   // head_size are zero (their scores are finite and discarded).
@@ -710,13 +839,10 @@ __device__ __forceinline__ prefill_unit_setup prefill_unit_prologue(
     warp_fragments<T, C>::store_q(q_smem + r * q_stride, c, v);
   }
 
-  // Each row's admitted keys, and their union: the keys this unit visits. Rows are handled
-  // relative to key_base, the union's first key (a range past 2^31 keys is cut there: such
-  // lengths break the operator's contract, and nothing is read out of bounds either way).
+  // Each row's admitted keys, and their union: the keys this unit visits.
   int64_t union_lo = INT64_MAX, union_hi = INT64_MIN;
   for (int r = lane; r < valid_rows; r += 32) {
-    const key_span keys = admitted_keys(token_position(P.query_positions, span, first_token + r / P.heads_per_block),
-                                        span.kv_len, P.is_causal, P.window);
+    const key_span keys = prefill_row_keys(P, rows, r);
     if (keys.lo < keys.hi) {
       union_lo = min(union_lo, keys.lo);
       union_hi = max(union_hi, keys.hi);
@@ -727,38 +853,24 @@ __device__ __forceinline__ prefill_unit_setup prefill_unit_prologue(
     union_lo = min(union_lo, __shfl_xor_sync(0xffffffffu, union_lo, offset));
     union_hi = max(union_hi, __shfl_xor_sync(0xffffffffu, union_hi, offset));
   }
-  if (union_lo < union_hi) union_hi = min(union_hi, union_lo + (int64_t)INT32_MAX / 2);
-  const int64_t key_base = union_lo < union_hi ? union_lo : 0;
+  const prefill_key_union keys_union = prefill_cut_union(union_lo, union_hi);
   if (tid < 32) {  // warp 0 writes the rows' ranges relative to key_base (none for other rows)
     for (int r = lane; r < kRows; r += 32) {
       int32_t lo = 0, hi = 0;
-      if (r < valid_rows) {
-        const key_span keys = admitted_keys(token_position(P.query_positions, span, first_token + r / P.heads_per_block),
-                                            span.kv_len, P.is_causal, P.window);
-        lo = (int32_t)(max(keys.lo, key_base) - key_base);
-        hi = (int32_t)(max(min(keys.hi, union_hi), key_base) - key_base);
-      }
+      if (r < valid_rows)
+        prefill_relative_keys(prefill_row_keys(P, rows, r), keys_union, &lo, &hi);
       row_lo[r] = lo;
       row_hi[r] = hi;
     }
   }
   __syncthreads();
 
-  // The unit's tiles: the union cut to this split's absolute tiles.
   prefill_unit_setup U;
-  U.splits = prefill_sequence_splits(P, span.kv_len);
-  U.tile_begin = U.tile_end = 0;
-  if (union_lo < union_hi) {
-    U.tile_begin = union_lo / kPrefillTileKeys;
-    U.tile_end = (union_hi + kPrefillTileKeys - 1) / kPrefillTileKeys;
-    if (U.splits > 1) {
-      U.tile_begin = max(U.tile_begin, (int64_t)split * P.tiles_per_split);
-      U.tile_end = min(U.tile_end, (int64_t)(split + 1) * P.tiles_per_split);
-    }
-  }
-  U.union_lo = union_lo;
-  U.union_hi = union_hi;
-  U.rows = {first_token, key_base, row_lo, row_hi, first_head, valid_rows, qk_scale};
+  U.splits = prefill_sequence_splits(P, rows.span.kv_len);
+  prefill_unit_tiles(P, keys_union, split, U.splits, &U.tile_begin, &U.tile_end);
+  U.union_lo = keys_union.lo;
+  U.union_hi = keys_union.hi;
+  U.rows = {first_token, keys_union.key_base, row_lo, row_hi, first_head, valid_rows, qk_scale};
   return U;
 }
 
@@ -801,8 +913,8 @@ __device__ __forceinline__ void prefill_unit(const prefill_params &P, unsigned c
                                    split, U.splits);
 }
 
-// The persistent loop of the row-block kernels: each CTA takes the next (unit, KV head) pair from
-// the schedule's atomic counter, the KV heads of a unit adjacent, and calls
+// The persistent loop of the mma.sync row-block kernels: each CTA takes the next (unit, KV head)
+// pair from the schedule's atomic counter, the KV heads of a unit adjacent, and calls
 // unit(b, row_block, split, kv_head), a sequence's heaviest row blocks (the last ones under a
 // causal mask) first, until every sequence's units are done.
 template <typename Unit>
@@ -814,25 +926,9 @@ __device__ __forceinline__ void prefill_take_units(const prefill_params &P, Unit
     __syncthreads();
     const int64_t taken = next;
     if (taken >= total) break;
-    const int32_t unit_index = (int32_t)(taken / P.kv_num_heads);
-    const int kv_head = (int)(taken % P.kv_num_heads);
-    // the sequence: the last b with unit_begin[b] <= unit_index (zero-unit sequences are skipped)
-    int32_t lo = 0, hi = P.batch_size;
-    while (hi - lo > 1) {
-      const int32_t mid = (lo + hi) / 2;
-      if (P.unit_begin[mid] <= unit_index)
-        lo = mid;
-      else
-        hi = mid;
-    }
-    const int32_t b = lo;
-    const int64_t kv_len = (int64_t)__ldg(P.past_seqlens + b) +
-                           (__ldg(P.cu_seqlens + b + 1) - __ldg(P.cu_seqlens + b));
-    const int32_t splits = prefill_sequence_splits(P, kv_len);
-    const int32_t local = unit_index - P.unit_begin[b];
-    const int32_t blocks = (P.unit_begin[b + 1] - P.unit_begin[b]) / splits;
-    if (local >= 0 && local < blocks * splits)  // else malformed lengths: skip
-      unit(b, blocks - 1 - local / splits, local % splits, kv_head);
+    const prefill_work w = prefill_work_of(P, taken);
+    if (w.valid)  // else malformed lengths: skip
+      unit(w.b, w.row_block, w.split, w.kv_head);
     __syncthreads();  // the next unit rewrites `next` and the shared memory this one read
   }
 }

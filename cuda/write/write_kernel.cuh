@@ -497,7 +497,7 @@ __global__ void __launch_bounds__(bulk_copy_threads<C>(), 1) write_copy_kernel(
           store8_codes<C>(out + e, x, scale, quant, inv_scale, 0, 0, e);  // x is exact in T
         }
       }
-      fence_shared_for_bulk_copies();
+      fence_async_proxy();  // the bulk stores read the codes
       __syncthreads();
       if (thread == token)
         for (int run = 0; run < runs; run++)

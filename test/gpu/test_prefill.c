@@ -9,7 +9,8 @@
  * lengths grow (64 replays), the ring-buffer sliding window (== the full-cache run, bitwise, at every
  * step), attention_metadata invariance (absent == tight == loose, bitwise), under-sized bounds and
  * out-of-range ids (for compute-sanitizer), and plan-level checks on the real device: AUTO picks
- * PREFILL for prefill-shaped steps and DECODE for decode-shaped ones, forced PREFILL refuses
+ * PREFILL for prefill-shaped steps and DECODE for decode-shaped ones, the kernel family PREFILL
+ * plans pick (wgmma on compute capability 9.0 for 16-bit caches), forced PREFILL refuses
  * attention_bias / output_qk / LATENT / head_size 72 naming the feature, the workspace of a
  * 256 x 4-token verify step over 4k stays below 1 GiB without attention_metadata, and an execute
  * with one byte too little workspace launches nothing.
@@ -17,7 +18,8 @@
  * PA_GPU_TEST_QUICK=1 runs a reduced matrix (for compute-sanitizer); PA_GPU_TEST_SHARD=i/n splits
  * the matrices between processes (harness). PA_PREFILL_TEST_BACKEND=DECODE|UNFUSED|AUTO runs the
  * matrices on that backend instead (to check the cases themselves against a backend that exists;
- * the plan-level checks always concern PREFILL). */
+ * the plan-level checks always concern PREFILL). PA_PREFILL_KERNEL=mma.sync keeps PREFILL on its
+ * mma.sync kernels (where the wgmma ones would run otherwise). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +27,7 @@
 #include <cuda_runtime_api.h>
 
 #include "harness.h"
+#include "internal.h" /* pa__prefill_kernel_family */
 
 /* Quant types exactly with a quantized cache (NONE there means PER_TENSOR); a window only with
  * causal attention. */
@@ -670,6 +673,56 @@ static int auto_choice(void) {
   return ok;
 }
 
+/* The kernel family PREFILL plans pick (pa__prefill_kernel_family): on compute capability 9.0, the
+ * sm_90a wgmma kernels for fp16 / bf16 caches at head sizes above 64, forced and through AUTO, and
+ * mma.sync for head sizes up to 64 and for 8-bit caches; mma.sync elsewhere, or everywhere with
+ * PA_PREFILL_KERNEL=mma.sync. So a run of the matrices on an H200 proves which kernels it tested. */
+static int expect_family(const request *r, pa_backend b, const char *want, const char *what) {
+  pa_plan *plan = NULL;
+  pa_status st = plan_request(r, b, NULL, &plan);
+  const char *got = st == PA_SUCCESS ? pa__prefill_kernel_family(plan) : NULL;
+  int ok = got && strcmp(got, want) == 0;
+  if (!ok)
+    fprintf(stderr, "FAIL kernel_family %s: expected %s, got %s (%s)\n", what, want,
+            got ? got : "no PREFILL plan", pa_status_string(st));
+  pa_plan_destroy(plan);
+  return ok;
+}
+
+static const char *sixteen_bit_family(void) {
+  int device = 0;
+  struct cudaDeviceProp prop;
+  const char *env = getenv("PA_PREFILL_KERNEL");
+  if (env && strcmp(env, "mma.sync") == 0) return "mma.sync";
+  if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess)
+    return "mma.sync";
+  return prop.major == 9 && prop.minor == 0 ? "wgmma" : "mma.sync";
+}
+
+static int kernel_family(void) {
+  const char *want = sixteen_bit_family();
+  int ok = 1;
+  const int32_t heads[] = {48, 64, 80, 128, 256};
+  for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) {
+    request r = prefill_shaped(heads[i]);
+    const char *want_here = heads[i] <= 64 ? "mma.sync" : want;
+    char what[96];
+    snprintf(what, sizeof what, "bf16, head_size %d, forced PREFILL", heads[i]);
+    ok &= expect_family(&r, PA_BACKEND_PREFILL, want_here, what);
+    snprintf(what, sizeof what, "bf16, head_size %d, AUTO", heads[i]);
+    ok &= expect_family(&r, PA_BACKEND_AUTO, want_here, what);
+  }
+  request r = make_request(32, 8, 128, PA_DTYPE_FLOAT16, 3, 40, 64, 8);
+  ok &= expect_family(&r, PA_BACKEND_PREFILL, want, "fp16, head_size 128, block 64");
+  r = prefill_shaped(128);
+  r.in[PA_IN_KEY_CACHE].dtype = r.in[PA_IN_VALUE_CACHE].dtype = PA_DTYPE_INT8;
+  r.attrs.k_quant_type = r.attrs.v_quant_type = PA_QUANT_PER_TENSOR;
+  r.in[PA_IN_K_SCALE] = r.in[PA_IN_V_SCALE] = tensor_desc(PA_DTYPE_FLOAT32, 1, 1, 0, 0, 0);
+  ok &= expect_family(&r, PA_BACKEND_PREFILL, "mma.sync", "int8 cache");
+  fprintf(stderr, "prefill: fp16 / bf16 caches over 64 channels run on the %s kernels\n", want);
+  return ok;
+}
+
 /* Forced PREFILL refuses what it does not serve with NOT_SUPPORTED naming the feature. */
 static int expect_refusal(const request *r, const char *feature) {
   pa_plan *plan = NULL;
@@ -811,11 +864,11 @@ int main(void) {
     gpu_matrix_add(&all, gpu_run_matrix(&through_auto, axes, NUM(axes), valid_combination,
                                         PA_BACKEND_AUTO, seed++));
   }
-  const int checks_ok[4] = {auto_choice(), refusals(), workspace_bounded(),
+  const int checks_ok[5] = {auto_choice(), kernel_family(), refusals(), workspace_bounded(),
                             workspace_checked_before_launch()};
-  const char *const check_names[4] = {"auto_choice", "refusals", "workspace_bounded",
-                                      "workspace_checked_before_launch"};
-  for (int i = 0; i < 4; i++) {
+  const char *const check_names[5] = {"auto_choice", "kernel_family", "refusals",
+                                      "workspace_bounded", "workspace_checked_before_launch"};
+  for (int i = 0; i < 5; i++) {
     gpu_matrix_count(&all, checks_ok[i] ? GPU_PASS : GPU_FAIL);
     fprintf(stderr, "%s %s\n", checks_ok[i] ? "ok  " : "FAIL", check_names[i]);
   }

@@ -1,0 +1,509 @@
+// The PREFILL backend's Hopper kernels (sm_90a, 16-bit caches, head sizes 65..256): the work
+// units, row blocks, splits and schedule of prefill_kernel.cuh, computed by warpgroups with wgmma
+// and fed by a producer. (A 64-channel variant of this kernel failed the PREFILL matrix on the
+// H200 while its wgmma building blocks passed test_wgmma_layout: head sizes up to 64 stay on
+// mma.sync until that is understood; doc/performance.md.)
+//
+// A CTA is three warpgroups. The producer (warpgroup 0, registers given back with setmaxnreg)
+// takes units from the schedule's counter, writes each unit's rows (admitted key ranges, per
+// 16-row group their union and intersection) and loads its Q rows into one of kQSlots unit slots,
+// then gathers the unit's 64-key K and V tiles from the pages into a kStages ring, every 16-byte
+// chunk with cp.async at its 128-byte-swizzled place (wgmma.cuh), rows outside the unit's keys or
+// in unmapped blocks zero-filled and flagged. Completion is counted on mbarriers (each producer
+// thread's cp.async tracked on the slot's "full" barrier); consumers free a stage on its "empty"
+// barrier once their wgmmas have read it. The producer thus runs up to kStages tiles and one unit
+// ahead of the consumers, across units.
+// Two consumer warpgroups own 64 rows each of the 128-row block: S = Q K^T with wgmma m64n64k16
+// (Q as registers up to 128 channels, else from shared memory; K K-major), scale / softcap /
+// masks and the online softmax in registers (prefill_kernel.cuh's functions, on the same fragment
+// layout as mma.sync), then O += P V with P from registers and V N-major (the transpose bit). A
+// warpgroup whose rows admit no key of a tile skips it; tiles inside every row's range and fully
+// mapped skip the masks. Results leave from the accumulators as in the mma.sync kernel (finalized
+// rows, or split partials for split_merge_kernel).
+#pragma once
+
+#include <math.h>
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#include "../common/chained_launch.cuh"
+#include "../common/mbarrier.cuh"
+#include "../common/tensor_core.cuh"
+#include "../common/wgmma.cuh"
+#include "prefill_kernel.cuh"
+
+namespace pa {
+namespace detail {
+
+constexpr int kHopperRows = 128;  // a row block: two consumer warpgroups of 64 rows
+constexpr int kHopperWarpgroupThreads = 128;
+constexpr int kHopperThreads = 3 * kHopperWarpgroupThreads;  // producer + two consumers
+constexpr int kHopperConsumerWarps = 8;
+constexpr int kHopperRowGroups = kHopperRows / 16;  // 16-row groups: one per consumer warp
+// 384 threads start with 168 registers (65536 / 384, rounded down to 8); the producer gives back
+// to 56, so the consumers can take 224: 128 x (56 + 2 x 224) = 384 x 168.
+constexpr int kHopperProducerRegisters = 56;
+constexpr int kHopperConsumerRegisters = 224;
+constexpr int kHopperProducerBarrier = 1;  // the producer warpgroup's named barrier
+
+// A unit as the producer hands it to the consumers (one per Q slot).
+struct hopper_unit {
+  int64_t first_token, key_base, tile_begin, tile_end;
+  int32_t kv_head, split, splits, first_head, valid_rows, done;
+  int32_t row_lo[kHopperRows], row_hi[kHopperRows];  // admitted keys, relative to key_base
+  // per 16-row group: the union of its rows' ranges (a warpgroup skips tiles outside its groups'
+  // unions) and their intersection over the existing rows (tiles inside it need no mask)
+  int32_t group_lo[kHopperRowGroups], group_hi[kHopperRowGroups];
+  int32_t common_lo[kHopperRowGroups], common_hi[kHopperRowGroups];
+};
+
+// The producer's exchange: the unit taken, each warp's part of the key union.
+struct hopper_scratch {
+  int64_t taken;
+  int64_t lo[4], hi[4];
+};
+
+// Shared memory of the kernel for head sizes up to DMAX, from a 1024-byte aligned base: the Q
+// slots ([128 rows] x DMAX, swizzled), the K/V stage ring (K then V, [64 keys] x DMAX, swizzled),
+// the unit slots, the stages' admitted-key flags, the barriers and the producer's scratch.
+template <int DMAX>
+struct hopper_geometry {
+  static_assert(DMAX == 128 || DMAX == 256, "the Hopper kernels serve 128 and 256 channels");
+  static constexpr int kChunks = DMAX / 8;  // 16-byte chunks of a row
+  static constexpr int kQSlots = DMAX == 256 ? 1 : 2;
+  static constexpr int kStages = DMAX == 256 ? 2 : 4;
+  // Q as the A operand from registers (wgmma reads only K from shared memory); at 256 channels
+  // the fragments would not fit beside the accumulators, and Q stays in shared memory
+  static constexpr bool kQInRegisters = DMAX == 128;
+  static constexpr int kQBytes = kHopperRows * DMAX * 2;
+  static constexpr int kTileBytes = kPrefillTileKeys * DMAX * 2;  // K or V
+  static constexpr int kStageOffset = kQSlots * kQBytes;
+  static constexpr int kUnitOffset = kStageOffset + kStages * 2 * kTileBytes;
+  static constexpr int kFlagOffset = kUnitOffset + kQSlots * (int)sizeof(hopper_unit);
+  static constexpr int kBarrierOffset = (kFlagOffset + kStages * kPrefillTileKeys + 7) / 8 * 8;
+  static constexpr int kScratchOffset = kBarrierOffset + (2 * kStages + 2 * kQSlots) * 8;
+  // + 1024: the dynamic base is aligned at run time
+  static constexpr int kSmemBytes = kScratchOffset + (int)sizeof(hopper_scratch) + 1024;
+};
+
+template <int DMAX>
+struct hopper_smem {
+  using G = hopper_geometry<DMAX>;
+  unsigned char *base;  // 1024-byte aligned
+  __device__ unsigned char *q(int slot) const { return base + slot * G::kQBytes; }
+  __device__ unsigned char *k_tile(int stage) const {
+    return base + G::kStageOffset + stage * 2 * G::kTileBytes;
+  }
+  __device__ unsigned char *v_tile(int stage) const { return k_tile(stage) + G::kTileBytes; }
+  __device__ hopper_unit *unit(int slot) const {
+    return reinterpret_cast<hopper_unit *>(base + G::kUnitOffset) + slot;
+  }
+  __device__ unsigned char *admitted(int stage) const {
+    return base + G::kFlagOffset + stage * kPrefillTileKeys;
+  }
+  __device__ uint64_t *barrier(int i) const {
+    return reinterpret_cast<uint64_t *>(base + G::kBarrierOffset) + i;
+  }
+  __device__ uint64_t *full(int stage) const { return barrier(stage); }
+  __device__ uint64_t *empty(int stage) const { return barrier(G::kStages + stage); }
+  __device__ uint64_t *unit_full(int slot) const { return barrier(2 * G::kStages + slot); }
+  __device__ uint64_t *unit_empty(int slot) const {
+    return barrier(2 * G::kStages + G::kQSlots + slot);
+  }
+  __device__ hopper_scratch *scratch() const {
+    return reinterpret_cast<hopper_scratch *>(base + G::kScratchOffset);
+  }
+};
+
+// A place in a ring of kSlots slots and the parity of its current round.
+template <int kSlots>
+struct ring_position {
+  int slot;
+  uint32_t phase;
+  __device__ void advance() {
+    if (++slot == kSlots) {
+      slot = 0;
+      phase ^= 1u;
+    }
+  }
+};
+
+// Descriptors of k-step s of a swizzled tile of panel_rows rows at shared address `tile`:
+// K-major (16 channels of each row) and N-major (rows 16 s .. 16 s + 15, from 64-channel panel
+// first_panel on). wgmma.cuh describes the layout.
+__host__ __device__ constexpr uint64_t hopper_k_major_desc(uint32_t tile, int panel_rows, int s) {
+  return wgmma_descriptor(tile + (s / 4) * panel_rows * 128 + (s % 4) * 32, 16, 1024);
+}
+__host__ __device__ constexpr uint64_t hopper_n_major_desc(uint32_t tile, int panel_rows, int s,
+                                                           int first_panel) {
+  return wgmma_descriptor(tile + first_panel * panel_rows * 128 + s * 16 * 128, panel_rows * 128,
+                          1024);
+}
+
+#if PA_SM90A
+
+// This thread's A fragment of k-step s for the warpgroup rows starting at row0 of a swizzled tile
+// of panel_rows rows (16-bit values; wgmma.cuh, "Register fragments").
+__device__ __forceinline__ void hopper_load_a_fragment(const unsigned char *tile, int panel_rows,
+                                                       int row0, int s, uint32_t (&a)[4]) {
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const int row = row0 + warp * 16 + lane / 4 + 8 * (i % 2);
+    const int k = s * 16 + (lane % 4) * 2 + 8 * (i / 2);
+    a[i] = *reinterpret_cast<const uint32_t *>(
+        tile + swizzle128_chunk_offset(panel_rows, row, k / 8) + (k % 8) * 2);
+  }
+}
+
+// S (64 rows x 64 keys) = Q K^T over DMAX channels: Q from q_frag (kQInRegisters) or from the
+// swizzled tile at q_tile (panel_rows rows, the warpgroup's first row row0); K at k_tile.
+template <typename T, int DMAX, bool kQInRegisters>
+__device__ __forceinline__ void hopper_scores(float (&score)[8][4],
+                                              uint32_t (&q_frag)[DMAX / 16][4], uint32_t q_tile,
+                                              int q_panel_rows, int row0, uint32_t k_tile) {
+  using mma = wgmma_m64k16<T>;
+  wgmma_fence();
+#pragma unroll
+  for (int s = 0; s < DMAX / 16; s++) {
+    const uint64_t k_desc = hopper_k_major_desc(k_tile, kPrefillTileKeys, s);
+    if constexpr (kQInRegisters) {
+      if (s == 0)
+        mma::template registers_a<0, 0>(score, q_frag[s], k_desc);
+      else
+        mma::template registers_a<1, 0>(score, q_frag[s], k_desc);
+    } else {
+      const uint64_t q_desc = hopper_k_major_desc(q_tile + row0 * 128, q_panel_rows, s);
+      if (s == 0)
+        mma::template shared_a_n64<0>(score, q_desc, k_desc);
+      else
+        mma::template shared_a_n64<1>(score, q_desc, k_desc);
+    }
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  wgmma_fence_operands(score);
+  if constexpr (kQInRegisters) wgmma_fence_operands(q_frag);
+}
+
+// O (64 rows x DMAX channels) += P V for the 64 keys of the V tile at v_tile; P as four k-steps of
+// A fragments. One wgmma covers up to 128 channels.
+template <typename T, int DMAX>
+__device__ __forceinline__ void hopper_add_values(float (&out_acc)[DMAX / 8][4],
+                                                  uint32_t (&p_frag)[4][4], uint32_t v_tile) {
+  using mma = wgmma_m64k16<T>;
+  constexpr int kN = DMAX < 128 ? DMAX : 128;
+  wgmma_fence();
+#pragma unroll
+  for (int s = 0; s < 4; s++)
+#pragma unroll
+    for (int part = 0; part < DMAX / kN; part++)
+      mma::template registers_a<1, 1>(
+          *reinterpret_cast<float(*)[kN / 8][4]>(&out_acc[part * kN / 8]), p_frag[s],
+          hopper_n_major_desc(v_tile, kPrefillTileKeys, s, part * kN / 64));
+  wgmma_commit();
+  wgmma_wait<0>();
+  wgmma_fence_operands(out_acc);
+  wgmma_fence_operands(p_frag);
+}
+
+// The producer warpgroup: units and their Q rows into the unit slots, their K/V tiles into the
+// stage ring, until the schedule runs out (then a slot says done).
+template <typename T, int DMAX>
+__device__ __forceinline__ void hopper_produce(const prefill_params &P, const hopper_smem<DMAX> &S) {
+  using G = hopper_geometry<DMAX>;
+  // thread (run, chunk) loads 16-byte chunk `chunk` of kRunRows consecutive rows of each tile: a
+  // run lies in one page (tiles start at multiples of 64 keys, kRunRows divides 16 <= block_size)
+  constexpr int kRunRows = kPrefillTileKeys * G::kChunks / kHopperWarpgroupThreads;
+  static_assert(kRunRows >= 1 && 16 % kRunRows == 0, "a run of rows lies in one 16-key page");
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int chunk = tid % G::kChunks, run = tid / G::kChunks;
+  const int head_size = P.kv.head_size;
+  const bool real_chunk = chunk * 8 < head_size;
+  const int64_t slot_bytes = (int64_t)P.kv.kv_num_heads * head_size * (int64_t)sizeof(T);
+  const unsigned char *k_base = reinterpret_cast<const unsigned char *>(P.k_cache);
+  const unsigned char *v_base = reinterpret_cast<const unsigned char *>(P.v_cache);
+  const T *q = reinterpret_cast<const T *>(P.q);
+  const int64_t total = (int64_t)P.unit_begin[P.batch_size] * P.kv_num_heads;
+  hopper_scratch *scratch = S.scratch();
+  ring_position<G::kQSlots> unit_pos = {0, 0u};
+  ring_position<G::kStages> tile_pos = {0, 0u};
+  for (;;) {
+    mbarrier_wait(S.unit_empty(unit_pos.slot), unit_pos.phase ^ 1u);
+    hopper_unit *U = S.unit(unit_pos.slot);
+    if (tid == 0) scratch->taken = atomicAdd(P.work_counter, 1u);
+    named_barrier_sync(kHopperProducerBarrier, kHopperWarpgroupThreads);
+    const int64_t taken = scratch->taken;
+    if (taken >= total) {
+      if (tid == 0) U->done = 1;
+      mbarrier_arrive(S.unit_full(unit_pos.slot));
+      break;
+    }
+    const prefill_work w = prefill_work_of(P, taken);
+    prefill_unit_rows rows = {};  // none for malformed lengths
+    if (w.valid) rows = prefill_unit_rows_of(P, w.b, w.row_block, w.kv_head);
+
+    // Row tid's admitted keys and the unit's union (every warp's part through the scratch; the
+    // barrier also orders the read of `taken` before the next unit's write).
+    const bool row_exists = tid < rows.valid_rows;
+    key_span keys = {0, 0};
+    if (row_exists) keys = prefill_row_keys(P, rows, tid);
+    int64_t lo = keys.lo < keys.hi ? keys.lo : INT64_MAX;
+    int64_t hi = keys.lo < keys.hi ? keys.hi : INT64_MIN;
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) {
+      lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, offset));
+      hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, offset));
+    }
+    if (lane == 0) {
+      scratch->lo[warp] = lo;
+      scratch->hi[warp] = hi;
+    }
+    named_barrier_sync(kHopperProducerBarrier, kHopperWarpgroupThreads);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      lo = min(lo, scratch->lo[i]);
+      hi = max(hi, scratch->hi[i]);
+    }
+    const prefill_key_union keys_union = prefill_cut_union(lo, hi);
+    int32_t row_lo = 0, row_hi = 0;
+    if (row_exists) prefill_relative_keys(keys, keys_union, &row_lo, &row_hi);
+    U->row_lo[tid] = row_lo;
+    U->row_hi[tid] = row_hi;
+    int32_t group_lo = row_lo < row_hi ? row_lo : INT32_MAX;
+    int32_t group_hi = row_lo < row_hi ? row_hi : INT32_MIN;
+    int32_t common_lo = row_exists ? row_lo : INT32_MIN;
+    int32_t common_hi = row_exists ? row_hi : INT32_MAX;
+#pragma unroll
+    for (int offset = 8; offset > 0; offset /= 2) {  // within each half warp: a 16-row group
+      group_lo = min(group_lo, __shfl_xor_sync(0xffffffffu, group_lo, offset));
+      group_hi = max(group_hi, __shfl_xor_sync(0xffffffffu, group_hi, offset));
+      common_lo = max(common_lo, __shfl_xor_sync(0xffffffffu, common_lo, offset));
+      common_hi = min(common_hi, __shfl_xor_sync(0xffffffffu, common_hi, offset));
+    }
+    if (lane % 16 == 0) {
+      U->group_lo[tid / 16] = group_lo;
+      U->group_hi[tid / 16] = group_hi;
+      U->common_lo[tid / 16] = common_lo;
+      U->common_hi[tid / 16] = common_hi;
+    }
+    int64_t tile_begin, tile_end;
+    prefill_unit_tiles(P, keys_union, w.split, w.splits, &tile_begin, &tile_end);
+    if (tid == 0) {
+      U->first_token = rows.first_token;
+      U->key_base = keys_union.key_base;
+      U->tile_begin = tile_begin;
+      U->tile_end = tile_end;
+      U->kv_head = w.kv_head;
+      U->split = w.split;
+      U->splits = w.splits;
+      U->first_head = rows.first_head;
+      U->valid_rows = rows.valid_rows;
+      U->done = 0;
+    }
+
+    // The Q rows (zero for other rows and channels past head_size: finite scores, discarded).
+    unsigned char *q_slot = S.q(unit_pos.slot);
+    for (int i = tid; i < kHopperRows * G::kChunks; i += kHopperWarpgroupThreads) {
+      const int r = i / G::kChunks, c = i % G::kChunks;
+      const bool fill = r < rows.valid_rows && c * 8 < head_size;
+      const T *src = q;
+      if (fill)
+        src = q + (rows.first_token + r / P.heads_per_block) * P.q_row_stride +
+              (int64_t)(rows.first_head + r % P.heads_per_block) * head_size + c * 8;
+      cp_async_16(q_slot + swizzle128_chunk_offset(kHopperRows, r, c), src, fill);
+    }
+    mbarrier_track_cp_async(S.unit_full(unit_pos.slot));
+    mbarrier_arrive(S.unit_full(unit_pos.slot));
+    unit_pos.advance();
+
+    // The K/V tiles; each run's block-table entry is read a tile ahead.
+    const int32_t *table_row = P.block_table + (int64_t)w.b * P.kv.max_blocks_per_seq;
+    auto entry = [&](int64_t tile) {
+      const int64_t key = tile * kPrefillTileKeys + run * kRunRows;
+      return key < keys_union.hi ? kv_block_entry(P.kv, table_row, key) : -1;
+    };
+    int32_t next_entry = tile_begin < tile_end ? entry(tile_begin) : -1;
+    for (int64_t tile = tile_begin; tile < tile_end; tile++) {
+      const int32_t block_id = kv_block_mapped(P.kv, next_entry);
+      if (tile + 1 < tile_end) next_entry = entry(tile + 1);
+      const int64_t key0 = tile * kPrefillTileKeys + run * kRunRows;
+      const int first_valid =
+          (int)max((int64_t)0, min((int64_t)kRunRows, keys_union.lo - key0));
+      const int end_valid = (int)max((int64_t)0, min((int64_t)kRunRows, keys_union.hi - key0));
+      const uint32_t valid =
+          block_id >= 0 ? ((1u << end_valid) - 1u) & ~((1u << first_valid) - 1u) : 0u;
+      const int64_t offset =
+          block_id >= 0
+              ? kv_row_offset(P.kv, block_id, key0, w.kv_head) * (int64_t)sizeof(T) + chunk * 16
+              : 0;
+      mbarrier_wait(S.empty(tile_pos.slot), tile_pos.phase ^ 1u);
+      unsigned char *k_tile = S.k_tile(tile_pos.slot), *v_tile = S.v_tile(tile_pos.slot);
+#pragma unroll
+      for (int i = 0; i < kRunRows; i++) {
+        const int dst = swizzle128_chunk_offset(kPrefillTileKeys, run * kRunRows + i, chunk);
+        const bool fill = real_chunk && (valid >> i & 1u);
+        cp_async_16(k_tile + dst, fill ? k_base + offset + i * slot_bytes : k_base, fill);
+        cp_async_16(v_tile + dst, fill ? v_base + offset + i * slot_bytes : v_base, fill);
+      }
+      if (chunk == 0) {
+#pragma unroll
+        for (int i = 0; i < kRunRows; i++)
+          S.admitted(tile_pos.slot)[run * kRunRows + i] = valid >> i & 1u;
+      }
+      mbarrier_track_cp_async(S.full(tile_pos.slot));
+      mbarrier_arrive(S.full(tile_pos.slot));
+      tile_pos.advance();
+    }
+  }
+  asm volatile("cp.async.wait_all;" ::: "memory");  // nothing lands after the thread has left
+}
+
+// A consumer warpgroup (wg 0 or 1: rows 64 wg .. 64 wg + 63 of each row block).
+template <typename T, int DMAX>
+__device__ __forceinline__ void hopper_consume(const prefill_params &P, const hopper_smem<DMAX> &S) {
+  using G = hopper_geometry<DMAX>;
+  constexpr int kSteps = DMAX / 16;
+  constexpr int kOutTiles = DMAX / 8;
+  const int consumer = threadIdx.x - kHopperWarpgroupThreads;
+  const int wg = consumer / kHopperWarpgroupThreads, group = consumer / 32, lane = threadIdx.x % 32;
+  const int group_id = lane / 4, col = (lane % 4) * 2;
+  const int row0 = group * 16;  // this warp's rows
+  ring_position<G::kQSlots> unit_pos = {0, 0u};
+  ring_position<G::kStages> tile_pos = {0, 0u};
+  for (;;) {
+    mbarrier_wait(S.unit_full(unit_pos.slot), unit_pos.phase);
+    hopper_unit *U = S.unit(unit_pos.slot);
+    if (U->done) break;
+    const prefill_row_block R = {U->first_token, U->key_base, U->row_lo,      U->row_hi,
+                                 U->first_head,  U->valid_rows, P.scale};
+    const int64_t tile_begin = U->tile_begin, tile_end = U->tile_end;
+    const int kv_head = U->kv_head, split = U->split;
+    const int32_t splits = U->splits;
+    int32_t my_lo[2], my_hi[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      my_lo[h] = U->row_lo[row0 + group_id + 8 * h];
+      my_hi[h] = U->row_hi[row0 + group_id + 8 * h];
+    }
+    const int32_t common_lo = U->common_lo[group], common_hi = U->common_hi[group];
+    int32_t wg_lo = INT32_MAX, wg_hi = INT32_MIN;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      wg_lo = min(wg_lo, U->group_lo[wg * 4 + i]);
+      wg_hi = max(wg_hi, U->group_hi[wg * 4 + i]);
+    }
+    const bool wg_has_rows = wg * 64 < R.valid_rows;  // the same for the whole warpgroup
+    fence_async_proxy();  // Q landed through cp.async; wgmma reads through the async proxy
+    const unsigned char *q_slot = S.q(unit_pos.slot);
+    uint32_t q_frag[kSteps][4];
+    if constexpr (G::kQInRegisters) {
+#pragma unroll
+      for (int s = 0; s < kSteps; s++)
+        hopper_load_a_fragment(q_slot, kHopperRows, wg * 64, s, q_frag[s]);
+    }
+
+    float out_acc[kOutTiles][4];
+#pragma unroll
+    for (int n = 0; n < kOutTiles; n++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) out_acc[n][i] = 0.0f;
+    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+
+    for (int64_t tile = tile_begin; tile < tile_end; tile++) {
+      mbarrier_wait(S.full(tile_pos.slot), tile_pos.phase);
+      __syncwarp();
+      const int32_t key0 = (int32_t)(tile * kPrefillTileKeys - R.key_base);
+      if (wg_has_rows && wg_lo < key0 + kPrefillTileKeys && wg_hi > key0) {
+        fence_async_proxy();  // the tile landed through cp.async
+        const unsigned char *tile_admitted = S.admitted(tile_pos.slot);
+        const uint32_t mapped_lo = __ballot_sync(0xffffffffu, tile_admitted[lane] != 0);
+        const uint32_t mapped_hi = __ballot_sync(0xffffffffu, tile_admitted[32 + lane] != 0);
+        float score[1][8][4];
+        hopper_scores<T, DMAX, G::kQInRegisters>(score[0], q_frag, shared_address(q_slot),
+                                                  kHopperRows, wg * 64,
+                                                  shared_address(S.k_tile(tile_pos.slot)));
+        transform_scores(score, R.qk_scale, P.softcap);
+        const bool unmasked = (mapped_lo & mapped_hi) == 0xffffffffu && key0 >= common_lo &&
+                              key0 + kPrefillTileKeys <= common_hi;
+        if (!unmasked) prefill_mask_scores(score[0], key0, mapped_lo, mapped_hi, my_lo, my_hi, col);
+        prefill_softmax_step(score[0], row_max, row_sum, out_acc);
+        uint32_t p_frag[4][4];
+#pragma unroll
+        for (int s = 0; s < 4; s++) prefill_p_fragment<T>(score[0], s, p_frag[s]);
+        hopper_add_values<T, DMAX>(out_acc, p_frag, shared_address(S.v_tile(tile_pos.slot)));
+      }
+      __syncwarp();
+      if (lane == 0) mbarrier_arrive(S.empty(tile_pos.slot));
+      tile_pos.advance();
+    }
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(S.unit_empty(unit_pos.slot));
+    unit_pos.advance();
+    if (wg_has_rows)
+      prefill_store_m16<T, T>(P, R, row0, out_acc, row_max, row_sum, kv_head, split, splits, lane);
+  }
+}
+
+#endif  // PA_SM90A
+
+// A persistent grid of one CTA per multiprocessor; the producer takes the units.
+template <typename T, int DMAX>
+__global__ void __launch_bounds__(kHopperThreads, 1) prefill_hopper_kernel(const prefill_params P) {
+#if PA_SM90A
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  using G = hopper_geometry<DMAX>;
+  const hopper_smem<DMAX> S = {smem_raw + ((1024u - (shared_address(smem_raw) & 1023u)) & 1023u)};
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < G::kStages; i++) {
+      mbarrier_init(S.full(i), kHopperWarpgroupThreads);
+      mbarrier_init(S.empty(i), kHopperConsumerWarps);
+    }
+    for (int i = 0; i < G::kQSlots; i++) {
+      mbarrier_init(S.unit_full(i), kHopperWarpgroupThreads);
+      mbarrier_init(S.unit_empty(i), kHopperConsumerWarps);
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+  wait_for_previous_kernel();
+  if (threadIdx.x < kHopperWarpgroupThreads) {
+    warpgroup_registers_release<kHopperProducerRegisters>();
+    hopper_produce<T, DMAX>(P, S);
+  } else {
+    warpgroup_registers_claim<kHopperConsumerRegisters>();
+    hopper_consume<T, DMAX>(P, S);
+  }
+#endif
+}
+
+// Per-instantiation entry points, defined in prefill_hopper.cu.
+template <typename T, int DMAX>
+cudaError_t prefill_hopper_set_smem(int smem_bytes);
+template <typename T, int DMAX>
+cudaError_t prefill_hopper_occupancy(int smem_bytes, int *ctas_per_sm);
+template <typename T, int DMAX>
+cudaError_t prefill_hopper_launch(const prefill_params &P, dim3 grid, int smem_bytes,
+                                  cudaStream_t stream, bool chained);
+
+#define PA_PREFILL_HOPPER_INSTANTIATE(T, DMAX)                                                   \
+  template <>                                                                                    \
+  cudaError_t prefill_hopper_set_smem<T, DMAX>(int smem_bytes) {                                 \
+    return cudaFuncSetAttribute(prefill_hopper_kernel<T, DMAX>,                                  \
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);        \
+  }                                                                                              \
+  template <>                                                                                    \
+  cudaError_t prefill_hopper_occupancy<T, DMAX>(int smem_bytes, int *ctas_per_sm) {              \
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(                                        \
+        ctas_per_sm, prefill_hopper_kernel<T, DMAX>, kHopperThreads, smem_bytes);                \
+  }                                                                                              \
+  template <>                                                                                    \
+  cudaError_t prefill_hopper_launch<T, DMAX>(const prefill_params &P, dim3 grid, int smem_bytes, \
+                                             cudaStream_t stream, bool chained) {                \
+    return launch_chained(prefill_hopper_kernel<T, DMAX>, grid, kHopperThreads,                  \
+                          (size_t)smem_bytes, stream, chained, P);                               \
+  }
+
+}  // namespace detail
+}  // namespace pa

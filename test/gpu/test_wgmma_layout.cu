@@ -1,0 +1,219 @@
+/* The wgmma building blocks of the Hopper PREFILL kernels (cuda/prefill/prefill_hopper_kernel.cuh)
+ * alone, against CPU loops, so that a wrong swizzle, descriptor or fragment layout shows here by
+ * itself rather than as a wrong attention output: two warpgroups, a 128-row Q tile, 64-key K and V
+ * tiles stored at their swizzled places, then for each warpgroup S = Q K^T with Q as register
+ * fragments and from shared memory (hopper_scores), and O = P V with P built into A fragments by
+ * prefill_p_fragment (hopper_add_values), for 64, 128 and 256 channels in fp16 and bf16 (the kernel
+ * is built for 128 and 256; 64 shows the blocks are right there too). The values
+ * are small multiples of powers of two, so every product and sum is exact: results must match
+ * bit for bit. The first mismatch (row, column, expected, actual) is printed.
+ * Runs on compute capability 9.0 only (the sm_90a cubin); exits 77 (skipped) elsewhere. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "../../cuda/prefill/prefill_hopper_kernel.cuh"
+
+using namespace pa::detail;
+
+namespace {
+
+constexpr int kQRows = 128, kKeys = 64, kThreads = 256;
+
+template <int D>
+constexpr int smem_bytes() {
+  return (kQRows + 2 * kKeys) * D * 2 + 1024;
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads) layout_kernel(const T *q, const T *k, const T *v,
+                                                          const float *p, float *s_registers,
+                                                          float *s_shared, float *o) {
+#if PA_SM90A
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  unsigned char *q_tile = smem_raw + ((1024u - (shared_address(smem_raw) & 1023u)) & 1023u);
+  unsigned char *k_tile = q_tile + kQRows * D * 2;
+  unsigned char *v_tile = k_tile + kKeys * D * 2;
+  constexpr int kChunks = D / 8;
+  for (int i = threadIdx.x; i < kQRows * kChunks; i += kThreads)
+    *reinterpret_cast<uint4 *>(q_tile + swizzle128_chunk_offset(kQRows, i / kChunks, i % kChunks)) =
+        *reinterpret_cast<const uint4 *>(q + i * 8);
+  for (int i = threadIdx.x; i < kKeys * kChunks; i += kThreads) {
+    const int offset = swizzle128_chunk_offset(kKeys, i / kChunks, i % kChunks);
+    *reinterpret_cast<uint4 *>(k_tile + offset) = *reinterpret_cast<const uint4 *>(k + i * 8);
+    *reinterpret_cast<uint4 *>(v_tile + offset) = *reinterpret_cast<const uint4 *>(v + i * 8);
+  }
+  fence_async_proxy();
+  __syncthreads();
+
+  const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  const int g = lane / 4, col = (lane % 4) * 2;
+  auto row_of = [&](int i) { return wg * 64 + warp * 16 + g + 8 * (i / 2); };
+  uint32_t q_frag[D / 16][4];
+#pragma unroll
+  for (int s = 0; s < D / 16; s++) hopper_load_a_fragment(q_tile, kQRows, wg * 64, s, q_frag[s]);
+  float score[8][4];
+  hopper_scores<T, D, true>(score, q_frag, shared_address(q_tile), kQRows, wg * 64,
+                            shared_address(k_tile));
+#pragma unroll
+  for (int j = 0; j < 8; j++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) s_registers[row_of(i) * kKeys + 8 * j + col + (i & 1)] = score[j][i];
+  hopper_scores<T, D, false>(score, q_frag, shared_address(q_tile), kQRows, wg * 64,
+                             shared_address(k_tile));
+#pragma unroll
+  for (int j = 0; j < 8; j++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) s_shared[row_of(i) * kKeys + 8 * j + col + (i & 1)] = score[j][i];
+
+  // P in the accumulator layout of S, then as A fragments
+#pragma unroll
+  for (int j = 0; j < 8; j++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) score[j][i] = p[row_of(i) * kKeys + 8 * j + col + (i & 1)];
+  uint32_t p_frag[4][4];
+#pragma unroll
+  for (int s = 0; s < 4; s++) prefill_p_fragment<T>(score, s, p_frag[s]);
+  float out[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; n++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) out[n][i] = 0.0f;
+  hopper_add_values<T, D>(out, p_frag, shared_address(v_tile));
+#pragma unroll
+  for (int n = 0; n < D / 8; n++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) o[row_of(i) * D + 8 * n + col + (i & 1)] = out[n][i];
+#endif
+}
+
+template <typename T>
+T to_t(float x);
+template <>
+__half to_t<__half>(float x) {
+  return __float2half(x);
+}
+template <>
+__nv_bfloat16 to_t<__nv_bfloat16>(float x) {
+  return __float2bfloat16(x);
+}
+
+// Compares got with want (rows x cols), printing the first mismatch; 1 when equal.
+int compare(const char *what, const std::vector<float> &want, const std::vector<float> &got,
+            int cols) {
+  int mismatches = 0;
+  for (size_t i = 0; i < want.size(); i++)
+    if (want[i] != got[i]) {
+      if (!mismatches)
+        fprintf(stderr, "FAIL %s: first mismatch at row %zu, column %zu: expected %g, got %g\n",
+                what, i / cols, i % cols, want[i], got[i]);
+      mismatches++;
+    }
+  if (mismatches) fprintf(stderr, "     %s: %d of %zu mismatch\n", what, mismatches, want.size());
+  else
+    fprintf(stderr, "ok   %s\n", what);
+  return mismatches == 0;
+}
+
+#define CHECK(call)                                                                           \
+  do {                                                                                        \
+    cudaError_t err_ = (call);                                                                \
+    if (err_ != cudaSuccess) {                                                                \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_)); \
+      exit(1);                                                                                \
+    }                                                                                         \
+  } while (0)
+
+template <typename T, int D>
+int check(const char *type_name, unsigned seed) {
+  srand(seed);
+  // multiples of 1/4 in [-1, 1] (Q, K, V) and of 1/8 in [0, 1] (P): exact products and sums
+  auto quarter = [] { return (float)(rand() % 9 - 4) / 4.0f; };
+  std::vector<float> q(kQRows * D), k(kKeys * D), v(kKeys * D), p(kQRows * kKeys);
+  for (float &x : q) x = quarter();
+  for (float &x : k) x = quarter();
+  for (float &x : v) x = quarter();
+  for (float &x : p) x = (float)(rand() % 9) / 8.0f;
+  std::vector<T> q_t(q.size()), k_t(k.size()), v_t(v.size());
+  for (size_t i = 0; i < q.size(); i++) q_t[i] = to_t<T>(q[i]);
+  for (size_t i = 0; i < k.size(); i++) k_t[i] = to_t<T>(k[i]);
+  for (size_t i = 0; i < v.size(); i++) v_t[i] = to_t<T>(v[i]);
+  std::vector<float> s_want(kQRows * kKeys, 0.0f), o_want(kQRows * D, 0.0f);
+  for (int r = 0; r < kQRows; r++) {
+    for (int key = 0; key < kKeys; key++)
+      for (int c = 0; c < D; c++) s_want[r * kKeys + key] += q[r * D + c] * k[key * D + c];
+    for (int c = 0; c < D; c++)
+      for (int key = 0; key < kKeys; key++) o_want[r * D + c] += p[r * kKeys + key] * v[key * D + c];
+  }
+
+  T *dq, *dk, *dv;
+  float *dp, *ds_registers, *ds_shared, *do_;
+  CHECK(cudaMalloc(&dq, q_t.size() * sizeof(T)));
+  CHECK(cudaMalloc(&dk, k_t.size() * sizeof(T)));
+  CHECK(cudaMalloc(&dv, v_t.size() * sizeof(T)));
+  CHECK(cudaMalloc(&dp, p.size() * sizeof(float)));
+  CHECK(cudaMalloc(&ds_registers, s_want.size() * sizeof(float)));
+  CHECK(cudaMalloc(&ds_shared, s_want.size() * sizeof(float)));
+  CHECK(cudaMalloc(&do_, o_want.size() * sizeof(float)));
+  CHECK(cudaMemcpy(dq, q_t.data(), q_t.size() * sizeof(T), cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(dk, k_t.data(), k_t.size() * sizeof(T), cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(dv, v_t.data(), v_t.size() * sizeof(T), cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(dp, p.data(), p.size() * sizeof(float), cudaMemcpyHostToDevice));
+  CHECK(cudaFuncSetAttribute(layout_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             smem_bytes<D>()));
+  layout_kernel<T, D><<<1, kThreads, smem_bytes<D>()>>>(dq, dk, dv, dp, ds_registers, ds_shared,
+                                                        do_);
+  CHECK(cudaGetLastError());
+  CHECK(cudaDeviceSynchronize());
+  std::vector<float> s_registers(s_want.size()), s_shared(s_want.size()), o(o_want.size());
+  CHECK(cudaMemcpy(s_registers.data(), ds_registers, s_registers.size() * sizeof(float),
+                   cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(s_shared.data(), ds_shared, s_shared.size() * sizeof(float),
+                   cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(o.data(), do_, o.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  cudaFree(dq);
+  cudaFree(dk);
+  cudaFree(dv);
+  cudaFree(dp);
+  cudaFree(ds_registers);
+  cudaFree(ds_shared);
+  cudaFree(do_);
+
+  char what[96];
+  int ok = 1;
+  snprintf(what, sizeof what, "%s d%d: S = Q K^T, Q in registers", type_name, D);
+  ok &= compare(what, s_want, s_registers, kKeys);
+  snprintf(what, sizeof what, "%s d%d: S = Q K^T, Q in shared memory", type_name, D);
+  ok &= compare(what, s_want, s_shared, kKeys);
+  snprintf(what, sizeof what, "%s d%d: O = P V", type_name, D);
+  ok &= compare(what, o_want, o, D);
+  return ok;
+}
+
+}  // namespace
+
+int main(void) {
+  int device = 0;
+  cudaDeviceProp prop;
+  if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    fprintf(stderr, "no CUDA device: skipped\n");
+    return 77;
+  }
+  if (prop.major != 9 || prop.minor != 0) {
+    fprintf(stderr, "compute capability %d.%d: the sm_90a kernels do not run here: skipped\n",
+            prop.major, prop.minor);
+    return 77;
+  }
+  int ok = 1;
+  ok &= check<__half, 64>("fp16", 1);
+  ok &= check<__half, 128>("fp16", 2);
+  ok &= check<__half, 256>("fp16", 3);
+  ok &= check<__nv_bfloat16, 64>("bf16", 4);
+  ok &= check<__nv_bfloat16, 128>("bf16", 5);
+  ok &= check<__nv_bfloat16, 256>("bf16", 6);
+  fprintf(stderr, "wgmma_layout: %s\n", ok ? "all layouts agree" : "FAILED");
+  return ok ? 0 : 1;
+}
