@@ -199,9 +199,13 @@ __device__ __forceinline__ void warpgroup_registers_claim() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegisters));
 }
 
-// Named barrier `id` (1..15; 0 is __syncthreads) among `threads` threads (a multiple of 32).
+// Named barrier `id` (1..15; 0 is __syncthreads) among `threads` threads (a multiple of 32): wait
+// for the others, or only arrive (a signal to threads that wait).
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
 #endif  // PA_SM90A

@@ -27,6 +27,8 @@
 
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "../common/chained_launch.cuh"
 #include "../common/mbarrier.cuh"
 #include "../common/tensor_core.cuh"
@@ -46,6 +48,8 @@ constexpr int kHopperRowGroups = kHopperRows / 16;  // 16-row groups: one per co
 constexpr int kHopperProducerRegisters = 56;
 constexpr int kHopperConsumerRegisters = 224;
 constexpr int kHopperProducerBarrier = 1;  // the producer warpgroup's named barrier
+// + wg: consumer warpgroup wg's turn to issue wgmmas (both consumer warpgroups' threads)
+constexpr int kHopperTurnBarrier = 2;
 
 // A unit as the producer hands it to the consumers (one per Q slot).
 struct hopper_unit {
@@ -157,14 +161,15 @@ __device__ __forceinline__ void hopper_load_a_fragment(const unsigned char *tile
   }
 }
 
-// S (64 rows x 64 keys) = Q K^T over DMAX channels: Q from q_frag (kQInRegisters) or from the
-// swizzled tile at q_tile (panel_rows rows, the warpgroup's first row row0); K at k_tile.
+// Issues S (64 rows x 64 keys) = Q K^T over DMAX channels, after a wgmma_fence of the caller: Q
+// from q_frag (kQInRegisters) or from the swizzled tile at q_tile (panel_rows rows, the
+// warpgroup's first row row0); K at k_tile. hopper_scores also fences, commits and waits.
 template <typename T, int DMAX, bool kQInRegisters>
-__device__ __forceinline__ void hopper_scores(float (&score)[8][4],
-                                              uint32_t (&q_frag)[DMAX / 16][4], uint32_t q_tile,
-                                              int q_panel_rows, int row0, uint32_t k_tile) {
+__device__ __forceinline__ void hopper_issue_scores(float (&score)[8][4],
+                                                    uint32_t (&q_frag)[DMAX / 16][4],
+                                                    uint32_t q_tile, int q_panel_rows, int row0,
+                                                    uint32_t k_tile) {
   using mma = wgmma_m64k16<T>;
-  wgmma_fence();
 #pragma unroll
   for (int s = 0; s < DMAX / 16; s++) {
     const uint64_t k_desc = hopper_k_major_desc(k_tile, kPrefillTileKeys, s);
@@ -181,20 +186,27 @@ __device__ __forceinline__ void hopper_scores(float (&score)[8][4],
         mma::template shared_a_n64<1>(score, q_desc, k_desc);
     }
   }
+}
+template <typename T, int DMAX, bool kQInRegisters>
+__device__ __forceinline__ void hopper_scores(float (&score)[8][4],
+                                              uint32_t (&q_frag)[DMAX / 16][4], uint32_t q_tile,
+                                              int q_panel_rows, int row0, uint32_t k_tile) {
+  wgmma_fence();
+  hopper_issue_scores<T, DMAX, kQInRegisters>(score, q_frag, q_tile, q_panel_rows, row0, k_tile);
   wgmma_commit();
   wgmma_wait<0>();
   wgmma_fence_operands(score);
   if constexpr (kQInRegisters) wgmma_fence_operands(q_frag);
 }
 
-// O (64 rows x DMAX channels) += P V for the 64 keys of the V tile at v_tile; P as four k-steps of
-// A fragments. One wgmma covers up to 128 channels.
+// Issues O (64 rows x DMAX channels) += P V for the 64 keys of the V tile at v_tile, after a
+// wgmma_fence of the caller; P as four k-steps of A fragments. One wgmma covers up to 128
+// channels. hopper_add_values also fences, commits and waits.
 template <typename T, int DMAX>
-__device__ __forceinline__ void hopper_add_values(float (&out_acc)[DMAX / 8][4],
-                                                  uint32_t (&p_frag)[4][4], uint32_t v_tile) {
+__device__ __forceinline__ void hopper_issue_values(float (&out_acc)[DMAX / 8][4],
+                                                    uint32_t (&p_frag)[4][4], uint32_t v_tile) {
   using mma = wgmma_m64k16<T>;
   constexpr int kN = DMAX < 128 ? DMAX : 128;
-  wgmma_fence();
 #pragma unroll
   for (int s = 0; s < 4; s++)
 #pragma unroll
@@ -202,6 +214,12 @@ __device__ __forceinline__ void hopper_add_values(float (&out_acc)[DMAX / 8][4],
       mma::template registers_a<1, 1>(
           *reinterpret_cast<float(*)[kN / 8][4]>(&out_acc[part * kN / 8]), p_frag[s],
           hopper_n_major_desc(v_tile, kPrefillTileKeys, s, part * kN / 64));
+}
+template <typename T, int DMAX>
+__device__ __forceinline__ void hopper_add_values(float (&out_acc)[DMAX / 8][4],
+                                                  uint32_t (&p_frag)[4][4], uint32_t v_tile) {
+  wgmma_fence();
+  hopper_issue_values<T, DMAX>(out_acc, p_frag, v_tile);
   wgmma_commit();
   wgmma_wait<0>();
   wgmma_fence_operands(out_acc);
@@ -370,6 +388,12 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P, const ho
   const int wg = consumer / kHopperWarpgroupThreads, group = consumer / 32, lane = threadIdx.x % 32;
   const int group_id = lane / 4, col = (lane % 4) * 2;
   const int row0 = group * 16;  // this warp's rows
+  // At 128 channels the two warpgroups take turns on the tensor cores (at 256, the pipelined loop's
+  // extra score and P registers would spill)
+  constexpr bool kPingPong = DMAX == 128;
+  const int my_turn = kHopperTurnBarrier + wg, other_turn = kHopperTurnBarrier + 1 - wg;
+  if (kPingPong && wg == 1)
+    named_barrier_arrive(kHopperTurnBarrier, 2 * kHopperWarpgroupThreads);  // warpgroup 0 first
   ring_position<G::kQSlots> unit_pos = {0, 0u};
   ring_position<G::kStages> tile_pos = {0, 0u};
   for (;;) {
@@ -411,32 +435,103 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P, const ho
       for (int i = 0; i < 4; i++) out_acc[n][i] = 0.0f;
     float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
 
-    for (int64_t tile = tile_begin; tile < tile_end; tile++) {
-      mbarrier_wait(S.full(tile_pos.slot), tile_pos.phase);
-      __syncwarp();
-      const int32_t key0 = (int32_t)(tile * kPrefillTileKeys - R.key_base);
-      if (wg_has_rows && wg_lo < key0 + kPrefillTileKeys && wg_hi > key0) {
+    if constexpr (kPingPong) {
+      // Blocks of GEMMs, one warpgroup's at a time: block j issues P V of tile j - 1 and S of tile
+      // j; the softmax of tile j follows, while the other warpgroup's block runs. Every unit has
+      // tiles + 1 blocks in both warpgroups (without rows, a warpgroup only takes its turns).
+      const int64_t tiles = tile_end - tile_begin;
+      ring_position<G::kStages> pv_pos = tile_pos;  // the stage P V reads
+      float score[1][8][4];
+      uint32_t p_frag[4][4];
+      uint32_t mapped_lo = 0, mapped_hi = 0;
+      auto acquire = [&]() {  // the next tile's stage, landed; its admitted-key flags
+        mbarrier_wait(S.full(tile_pos.slot), tile_pos.phase);
+        __syncwarp();
         fence_async_proxy();  // the tile landed through cp.async
         const unsigned char *tile_admitted = S.admitted(tile_pos.slot);
-        const uint32_t mapped_lo = __ballot_sync(0xffffffffu, tile_admitted[lane] != 0);
-        const uint32_t mapped_hi = __ballot_sync(0xffffffffu, tile_admitted[32 + lane] != 0);
-        float score[1][8][4];
-        hopper_scores<T, DMAX, G::kQInRegisters>(score[0], q_frag, shared_address(q_slot),
-                                                  kHopperRows, wg * 64,
-                                                  shared_address(S.k_tile(tile_pos.slot)));
-        transform_scores(score, R.qk_scale, P.softcap);
-        const bool unmasked = (mapped_lo & mapped_hi) == 0xffffffffu && key0 >= common_lo &&
-                              key0 + kPrefillTileKeys <= common_hi;
-        if (!unmasked) prefill_mask_scores(score[0], key0, mapped_lo, mapped_hi, my_lo, my_hi, col);
-        prefill_softmax_step(score[0], row_max, row_sum, out_acc);
-        uint32_t p_frag[4][4];
+        mapped_lo = __ballot_sync(0xffffffffu, tile_admitted[lane] != 0);
+        mapped_hi = __ballot_sync(0xffffffffu, tile_admitted[32 + lane] != 0);
+      };
+      auto block = [&](auto values, auto scores) {  // std::bool_constant: no run-time branch
+        named_barrier_sync(my_turn, 2 * kHopperWarpgroupThreads);
+        if (wg_has_rows) {
+          wgmma_fence();
+          if constexpr (decltype(values)::value)
+            hopper_issue_values<T, DMAX>(out_acc, p_frag, shared_address(S.v_tile(pv_pos.slot)));
+          if constexpr (decltype(scores)::value)
+            hopper_issue_scores<T, DMAX, G::kQInRegisters>(
+                score[0], q_frag, shared_address(q_slot), kHopperRows, wg * 64,
+                shared_address(S.k_tile(tile_pos.slot)));
+          wgmma_commit();
+          named_barrier_arrive(other_turn, 2 * kHopperWarpgroupThreads);
+          wgmma_wait<0>();
+          wgmma_fence_operands(out_acc);
+          wgmma_fence_operands(p_frag);
+          wgmma_fence_operands(score[0]);
+          if constexpr (G::kQInRegisters) wgmma_fence_operands(q_frag);
+        } else {
+          named_barrier_arrive(other_turn, 2 * kHopperWarpgroupThreads);
+        }
+        if constexpr (decltype(values)::value) {  // the previous tile's stage has been read
+          __syncwarp();
+          if (lane == 0) mbarrier_arrive(S.empty(pv_pos.slot));
+          pv_pos.advance();
+        }
+      };
+      auto softmax = [&](int64_t tile) {
+        if (wg_has_rows) {
+          const int32_t key0 = (int32_t)(tile * kPrefillTileKeys - R.key_base);
+          transform_scores(score, R.qk_scale, P.softcap);
+          const bool unmasked = (mapped_lo & mapped_hi) == 0xffffffffu && key0 >= common_lo &&
+                                key0 + kPrefillTileKeys <= common_hi;
+          if (!unmasked)
+            prefill_mask_scores(score[0], key0, mapped_lo, mapped_hi, my_lo, my_hi, col);
+          prefill_softmax_step(score[0], row_max, row_sum, out_acc);
 #pragma unroll
-        for (int s = 0; s < 4; s++) prefill_p_fragment<T>(score[0], s, p_frag[s]);
-        hopper_add_values<T, DMAX>(out_acc, p_frag, shared_address(S.v_tile(tile_pos.slot)));
+          for (int s = 0; s < 4; s++) prefill_p_fragment<T>(score[0], s, p_frag[s]);
+        }
+        tile_pos.advance();
+      };
+      if (tiles > 0) {
+        acquire();
+        block(std::false_type(), std::true_type());
+        softmax(tile_begin);
+        for (int64_t j = 1; j < tiles; j++) {
+          acquire();
+          block(std::true_type(), std::true_type());
+          softmax(tile_begin + j);
+        }
+        block(std::true_type(), std::false_type());
       }
-      __syncwarp();
-      if (lane == 0) mbarrier_arrive(S.empty(tile_pos.slot));
-      tile_pos.advance();
+    } else {
+      for (int64_t tile = tile_begin; tile < tile_end; tile++) {
+        mbarrier_wait(S.full(tile_pos.slot), tile_pos.phase);
+        __syncwarp();
+        const int32_t key0 = (int32_t)(tile * kPrefillTileKeys - R.key_base);
+        if (wg_has_rows && wg_lo < key0 + kPrefillTileKeys && wg_hi > key0) {
+          fence_async_proxy();  // the tile landed through cp.async
+          const unsigned char *tile_admitted = S.admitted(tile_pos.slot);
+          const uint32_t mapped_lo = __ballot_sync(0xffffffffu, tile_admitted[lane] != 0);
+          const uint32_t mapped_hi = __ballot_sync(0xffffffffu, tile_admitted[32 + lane] != 0);
+          float score[1][8][4];
+          hopper_scores<T, DMAX, G::kQInRegisters>(score[0], q_frag, shared_address(q_slot),
+                                                    kHopperRows, wg * 64,
+                                                    shared_address(S.k_tile(tile_pos.slot)));
+          transform_scores(score, R.qk_scale, P.softcap);
+          const bool unmasked = (mapped_lo & mapped_hi) == 0xffffffffu && key0 >= common_lo &&
+                                key0 + kPrefillTileKeys <= common_hi;
+          if (!unmasked)
+            prefill_mask_scores(score[0], key0, mapped_lo, mapped_hi, my_lo, my_hi, col);
+          prefill_softmax_step(score[0], row_max, row_sum, out_acc);
+          uint32_t p_frag[4][4];
+#pragma unroll
+          for (int s = 0; s < 4; s++) prefill_p_fragment<T>(score[0], s, p_frag[s]);
+          hopper_add_values<T, DMAX>(out_acc, p_frag, shared_address(S.v_tile(tile_pos.slot)));
+        }
+        __syncwarp();
+        if (lane == 0) mbarrier_arrive(S.empty(tile_pos.slot));
+        tile_pos.advance();
+      }
     }
     __syncwarp();
     if (lane == 0) mbarrier_arrive(S.unit_empty(unit_pos.slot));
