@@ -12,9 +12,8 @@
 #include "../common/split_merge.cuh"
 #include "../launch_common.cuh"
 #include "internal.h"
+#include "launch_row_blocks.cuh"
 #include "prefill_hopper_kernel.cuh"
-#include "prefill_kernel.cuh"
-#include "prefill_schedule.cuh"
 
 namespace pa {
 namespace detail {
@@ -39,19 +38,8 @@ struct prefill_variant {
                         bool chained);
 };
 
-struct prefill_state {
+struct prefill_state : row_block_launch {
   prefill_variant variant;
-  prefill_params params;  // every field but the pointers of a call, fixed here
-  split_merge_params merge;
-  void (*merge_kernel)(const split_merge_params);
-  dim3 merge_grid;
-  int out_row_elems, t_bytes;  // the schedule kernel's (it zeroes the rows of no sequence)
-  dim3 grid;
-  int smem_bytes;
-  bool chained;  // programmatic dependent launch (compute capability 9.0 and newer)
-  // workspace regions (pa__workspace_add indices; -1 when unused)
-  int partial_out_region, partial_ml_region, split_counts_region, unit_begin_region,
-      work_counter_region;
 };
 
 template <typename T, typename C, int DMAX>
@@ -283,29 +271,8 @@ pa_status prefill_run(const pa_plan *plan, const pa__io *io, pa__stream stream) 
   P.k_scale = io->k_scale;
   P.v_scale = io->v_scale;
   P.output = io->output;
-  const pa__workspace_layout *w = &plan->workspace;
-  if (P.num_split_slots > 1) {
-    P.partial_out = (float *)pa__workspace_at(w, s->partial_out_region, io->workspace);
-    P.partial_ml = (float2 *)pa__workspace_at(w, s->partial_ml_region, io->workspace);
-    P.split_counts = (int32_t *)pa__workspace_at(w, s->split_counts_region, io->workspace);
-  }
-  P.unit_begin = (int32_t *)pa__workspace_at(w, s->unit_begin_region, io->workspace);
-  P.work_counter = (unsigned int *)pa__workspace_at(w, s->work_counter_region, io->workspace);
-
-  cudaStream_t st = (cudaStream_t)stream;
-  cudaError_t err = launch_chained(prefill_schedule_kernel, dim3(1), kPrefillScheduleThreads, 0, st,
-                                   s->chained, P, s->out_row_elems, s->t_bytes);
-  if (err == cudaSuccess) err = s->variant.launch(P, s->grid, s->smem_bytes, st, s->chained);
-  if (err == cudaSuccess && P.num_split_slots > 1) {
-    split_merge_params M = s->merge;
-    M.partial_out = P.partial_out;
-    M.partial_ml = P.partial_ml;
-    M.split_counts = P.split_counts;
-    M.head_sink = P.head_sink;
-    M.v_scale = P.v_scale;
-    M.output = P.output;
-    err = launch_chained(s->merge_kernel, s->merge_grid, kMergeThreads, 0, st, s->chained, M);
-  }
+  const cudaError_t err = launch_row_block_step(*s, P, s->variant.launch, &plan->workspace,
+                                                io->workspace, (cudaStream_t)stream);
   if (err != cudaSuccess)
     return pa__fail(PA_ERROR_CUDA, "PREFILL: kernel launch failed: %s", cudaGetErrorString(err));
   return PA_SUCCESS;

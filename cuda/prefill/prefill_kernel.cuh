@@ -587,7 +587,6 @@ __device__ __forceinline__ void prefill_keys_split(const prefill_params &P,
       }
     }
     transform_scores(scores, R.qk_scale, P.softcap);
-    float key_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < 2; n++)
 #pragma unroll
@@ -596,34 +595,8 @@ __device__ __forceinline__ void prefill_keys_split(const prefill_params &P,
         const int32_t key = key0 + k;
         if (!(keys_admitted[k] && key >= my_lo[i / 2] && key < my_hi[i / 2]))
           score[n][i] = -INFINITY;
-        key_max[i / 2] = fmaxf(key_max[i / 2], score[n][i]);
       }
-    float rescale[2], base[2];
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      key_max[h] = fmaxf(key_max[h], __shfl_xor_sync(0xffffffffu, key_max[h], 1));
-      key_max[h] = fmaxf(key_max[h], __shfl_xor_sync(0xffffffffu, key_max[h], 2));
-      const softmax_step step = online_softmax_step(row_max[h], key_max[h]);
-      base[h] = step.base;
-      rescale[h] = step.rescale;
-      row_sum[h] *= rescale[h];
-    }
-#pragma unroll
-    for (int n = 0; n < 2; n++)
-#pragma unroll
-      for (int i = 0; i < 4; i++) {
-        score[n][i] = softmax_exp2(score[n][i] - base[i / 2]);
-        row_sum[i / 2] += score[n][i];
-      }
-    if (__any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f)) {
-#pragma unroll
-      for (int n = 0; n < kOutTiles; n++) {
-        out_acc[n][0] *= rescale[0];
-        out_acc[n][1] *= rescale[0];
-        out_acc[n][2] *= rescale[1];
-        out_acc[n][3] *= rescale[1];
-      }
-    }
+    prefill_softmax_step(score, row_max, row_sum, out_acc);
     const uint32_t p_frag[4] = {
         pack_t2<T>(score[0][0], score[0][1]), pack_t2<T>(score[0][2], score[0][3]),
         pack_t2<T>(score[1][0], score[1][1]), pack_t2<T>(score[1][2], score[1][3])};
