@@ -84,8 +84,8 @@ struct hopper_geometry {
   static constexpr int kTileBytes = kPrefillTileKeys * DMAX * 2;  // K or V
   static constexpr int kStageOffset = kQSlots * kQBytes;
   static constexpr int kUnitOffset = kStageOffset + kStages * 2 * kTileBytes;
-  static constexpr int kFlagOffset = kUnitOffset + kQSlots * (int)sizeof(hopper_unit);
-  static constexpr int kBarrierOffset = (kFlagOffset + kStages * kPrefillTileKeys + 7) / 8 * 8;
+  static constexpr int kFlagOffset = (kUnitOffset + kQSlots * (int)sizeof(hopper_unit) + 7) / 8 * 8;
+  static constexpr int kBarrierOffset = kFlagOffset + kStages * 8;
   static constexpr int kScratchOffset = kBarrierOffset + (2 * kStages + 2 * kQSlots) * 8;
   // + 1024: the dynamic base is aligned at run time
   static constexpr int kSmemBytes = kScratchOffset + (int)sizeof(hopper_scratch) + 1024;
@@ -103,8 +103,9 @@ struct hopper_smem {
   __device__ hopper_unit *unit(int slot) const {
     return reinterpret_cast<hopper_unit *>(base + G::kUnitOffset) + slot;
   }
-  __device__ unsigned char *admitted(int stage) const {
-    return base + G::kFlagOffset + stage * kPrefillTileKeys;
+  // bit k: key k of the stage's tile was loaded (in the unit's keys and in a mapped block)
+  __device__ uint64_t *loaded_keys(int stage) const {
+    return reinterpret_cast<uint64_t *>(base + G::kFlagOffset) + stage;
   }
   __device__ uint64_t *barrier(int i) const {
     return reinterpret_cast<uint64_t *>(base + G::kBarrierOffset) + i;
@@ -235,6 +236,7 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P, const ho
   // run lies in one page (tiles start at multiples of 64 keys, kRunRows divides 16 <= block_size)
   constexpr int kRunRows = kPrefillTileKeys * G::kChunks / kHopperWarpgroupThreads;
   static_assert(kRunRows >= 1 && 16 % kRunRows == 0, "a run of rows lies in one 16-key page");
+  static_assert(kRunRows == 8 || kRunRows == 16, "a run's bits are whole bytes of loaded_keys");
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int chunk = tid % G::kChunks, run = tid / G::kChunks;
   const int head_size = P.kv.head_size;
@@ -365,10 +367,9 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P, const ho
         cp_async_16(k_tile + dst, fill ? k_base + offset + i * slot_bytes : k_base, fill);
         cp_async_16(v_tile + dst, fill ? v_base + offset + i * slot_bytes : v_base, fill);
       }
-      if (chunk == 0) {
-#pragma unroll
-        for (int i = 0; i < kRunRows; i++)
-          S.admitted(tile_pos.slot)[run * kRunRows + i] = valid >> i & 1u;
+      if (chunk == 0) {  // the run's bits of the tile's loaded-keys word
+        using run_bits = std::conditional_t<kRunRows == 8, uint8_t, uint16_t>;
+        reinterpret_cast<run_bits *>(S.loaded_keys(tile_pos.slot))[run] = (run_bits)valid;
       }
       mbarrier_track_cp_async(S.full(tile_pos.slot));
       mbarrier_arrive(S.full(tile_pos.slot));
@@ -379,6 +380,18 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P, const ho
 }
 
 // A consumer warpgroup (wg 0 or 1: rows 64 wg .. 64 wg + 63 of each row block).
+// The landed stage's loaded-keys word, keys 0..31 and 32..63, to every lane of the warp. Lane 0
+// alone reads it: the lane that reads is the one that frees the stage (mbarrier_arrive on its
+// "empty" barrier), so the read is ordered before the producer's next write by that thread's own
+// arrive, not through __syncwarp.
+template <int DMAX>
+__device__ __forceinline__ void hopper_loaded_keys(const hopper_smem<DMAX> &S, int stage, int lane,
+                                                   uint32_t *lo, uint32_t *hi) {
+  const uint64_t word = lane == 0 ? *S.loaded_keys(stage) : 0u;
+  *lo = __shfl_sync(0xffffffffu, (uint32_t)word, 0);
+  *hi = __shfl_sync(0xffffffffu, (uint32_t)(word >> 32), 0);
+}
+
 template <typename T, int DMAX>
 __device__ __forceinline__ void hopper_consume(const prefill_params &P, const hopper_smem<DMAX> &S) {
   using G = hopper_geometry<DMAX>;
@@ -448,9 +461,7 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P, const ho
         mbarrier_wait(S.full(tile_pos.slot), tile_pos.phase);
         __syncwarp();
         fence_async_proxy();  // the tile landed through cp.async
-        const unsigned char *tile_admitted = S.admitted(tile_pos.slot);
-        mapped_lo = __ballot_sync(0xffffffffu, tile_admitted[lane] != 0);
-        mapped_hi = __ballot_sync(0xffffffffu, tile_admitted[32 + lane] != 0);
+        hopper_loaded_keys(S, tile_pos.slot, lane, &mapped_lo, &mapped_hi);
       };
       auto block = [&](auto values, auto scores) {  // std::bool_constant: no run-time branch
         named_barrier_sync(my_turn, 2 * kHopperWarpgroupThreads);
@@ -510,9 +521,8 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P, const ho
         const int32_t key0 = (int32_t)(tile * kPrefillTileKeys - R.key_base);
         if (wg_has_rows && wg_lo < key0 + kPrefillTileKeys && wg_hi > key0) {
           fence_async_proxy();  // the tile landed through cp.async
-          const unsigned char *tile_admitted = S.admitted(tile_pos.slot);
-          const uint32_t mapped_lo = __ballot_sync(0xffffffffu, tile_admitted[lane] != 0);
-          const uint32_t mapped_hi = __ballot_sync(0xffffffffu, tile_admitted[32 + lane] != 0);
+          uint32_t mapped_lo, mapped_hi;
+          hopper_loaded_keys(S, tile_pos.slot, lane, &mapped_lo, &mapped_hi);
           float score[1][8][4];
           hopper_scores<T, DMAX, G::kQInRegisters>(score[0], q_frag, shared_address(q_slot),
                                                     kHopperRows, wg * 64,
