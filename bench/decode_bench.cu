@@ -437,7 +437,7 @@ int main(int argc, char **argv) {
 
   int failures = 0;
   uint64_t seed = 1234;
-  const shape latency = uniform("32/8 d128 1x1k", 32, 8, 128, 1, 1024);
+  const shape latency = uniform("32/8 d128 1x1k (latency)", 32, 8, 128, 1, 1024);
   if (!graph_only) {
     const std::vector<int> block_sizes =
         quick ? std::vector<int>{16, 64} : std::vector<int>{16, 32, 64};

@@ -6,10 +6,12 @@
 
 decode: DECODE_OUT is what `pa_bench_decode` prints (redirect its stdout to a file), ANCHORS_OUT what
 `bench/anchors.py` prints in the same session. One panel per head configuration (the label without
-its "BxL" part, e.g. "32/8 d128"); x: the context length L of each shape (log scale), each point
-marked with its batch B; y: TB/s of K + V read. One line per block size (bf16 cache; the CUDA-graph
-timing by default, like the anchors), the anchors as dashed lines (FlexAttention per page size,
-SDPA on a contiguous copy), and the device-to-device copy of the decode run as a dotted line.
+its "BxL" part, e.g. "32/8 d128") that has several B x L shapes, their shapes along x in order of
+context length L (then batch B); the configurations measured on one shape share a last panel. y: TB/s
+of K + V read. One line per block size (bf16 cache; the CUDA-graph timing by default, like the
+anchors), the anchors dashed (FlexAttention per page size, SDPA on a contiguous copy), and the
+device-to-device copy of the decode run as a dotted line. Ragged batches and the latency row are
+left out (their labels have no single B x L).
 
 prefill: a CSV file with a header line, as `pa_bench_prefill --csv FILE` writes it
 (label,backend,us,tflops,tbps,pct); '#' starts a comment line. Required columns: `label` (the
@@ -97,30 +99,50 @@ def read_anchors(path):
     return anchors
 
 
+def shape_name(batch, length):
+    """(64, 4096) -> '64x4k'."""
+    return "%dx%s" % (batch, "%dk" % (length // 1024) if length % 1024 == 0 else str(length))
+
+
+OTHER_CONFIGS = "other head configurations"
+
+
 def decode_series(rows, anchors, timing):
-    """{config: {series name: [(L, B, TB/s)]}}, sorted by L then B."""
-    panels = collections.OrderedDict()
-    for label, block, dtype, cache, eager, graph in rows:
+    """{panel: {series name: [(L, B, x tick, TB/s)]}}, each series sorted by L then B. A panel per
+    head configuration with several B x L shapes; the configurations with one shape share the panel
+    OTHER_CONFIGS, whose ticks name the configuration too."""
+    points = collections.OrderedDict()  # config -> series -> [(L, B, TB/s)]
+
+    def add(label, name, tbps):
         shape = split_label(label)
-        if shape is None or cache != dtype:  # bf16 / fp16 caches, not the 8-bit ones
-            continue
-        config, batch, length = shape
-        name = "DECODE block %d (%s)" % (block, timing)
-        panels.setdefault(config, collections.OrderedDict()).setdefault(name, []).append(
-            (length, batch, graph if timing == "graph" else eager))
-    for label, found in anchors.items():
-        shape = split_label(label)
-        if shape is None:
-            continue
-        config, batch, length = shape
-        for name, tbps in found.items():
-            title = {"sdpa contiguous": "SDPA, contiguous copy"}.get(
-                name, name.replace("flex page", "FlexAttention page"))
-            panels.setdefault(config, collections.OrderedDict()).setdefault(title, []).append(
+        if shape is not None:
+            config, batch, length = shape
+            points.setdefault(config, collections.OrderedDict()).setdefault(name, []).append(
                 (length, batch, tbps))
+
+    for label, block, dtype, cache, eager, graph in rows:
+        if cache == dtype:  # bf16 / fp16 caches, not the 8-bit ones
+            add(label, "DECODE block %d (%s)" % (block, timing),
+                graph if timing == "graph" else eager)
+    for label, found in anchors.items():
+        for name, tbps in found.items():
+            add(label, {"sdpa contiguous": "SDPA, contiguous copy"}.get(
+                name, name.replace("flex page", "FlexAttention page")), tbps)
+    panels = collections.OrderedDict()
+    for config, series in points.items():
+        shapes = {(length, batch) for pts in series.values() for length, batch, _ in pts}
+        single = len(shapes) == 1
+        panel = panels.setdefault(OTHER_CONFIGS if single else config, collections.OrderedDict())
+        for name, pts in series.items():
+            for length, batch, tbps in pts:
+                tick = shape_name(batch, length)
+                panel.setdefault(name, []).append(
+                    (length, batch, config + "\n" + tick if single else tick, tbps))
+    if OTHER_CONFIGS in panels:  # last
+        panels.move_to_end(OTHER_CONFIGS)
     for series in panels.values():
-        for points in series.values():
-            points.sort()
+        for pts in series.values():
+            pts.sort()
     return panels
 
 
@@ -134,27 +156,30 @@ def plot_decode(args):
     panels = decode_series(rows, anchors, args.timing)
     if not panels:
         raise FormatError("%s: no uniform B x L shape to plot" % args.decode_out)
-    columns = min(len(panels), 3)
+    columns = min(len(panels), 2)
     lines = math.ceil(len(panels) / columns)
-    fig, axes = plt.subplots(lines, columns, figsize=(5.5 * columns, 4.2 * lines), squeeze=False)
-    for ax, (config, series) in zip(axes.flat, panels.items()):
-        for name, points in series.items():
-            style = "-o" if name.startswith("DECODE") else "--s"
-            xs = [p[0] for p in points]
-            ax.plot(xs, [p[2] for p in points], style, label=name, markersize=4)
-            if name.startswith("DECODE"):
-                for length, batch, tbps in points:
-                    ax.annotate("B=%d" % batch, (length, tbps), textcoords="offset points",
-                                xytext=(3, 4), fontsize=7)
+    fig, axes = plt.subplots(lines, columns, figsize=(7 * columns, 4.6 * lines), squeeze=False)
+    for ax, (title, series) in zip(axes.flat, panels.items()):
+        ticks = sorted({(p[0], p[1], p[2]) for pts in series.values() for p in pts})
+        where = {tick: x for x, (_, _, tick) in enumerate(ticks)}
+        connect = title != OTHER_CONFIGS  # one configuration: its shapes in order of L
+        for name, pts in series.items():
+            decode = name.startswith("DECODE")
+            style = ("-o" if decode else "--s") if connect else ("o" if decode else "s")
+            ax.plot([where[p[2]] for p in pts], [p[3] for p in pts], style, label=name,
+                    markersize=5 if decode else 4)
         if copy:
             ax.axhline(copy, linestyle=":", color="gray", label="device copy %.2f TB/s" % copy)
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("context length L (tokens per sequence)")
+        ax.set_xticks(range(len(ticks)))
+        ax.set_xticklabels([t[2] for t in ticks], fontsize=8)
+        ax.set_xlim(-0.5, len(ticks) - 0.5)
+        ax.set_xlabel("shape B x L (sequences x context length), in order of L"
+                      if connect else "configuration and shape")
         ax.set_ylabel("TB/s of K + V read")
         ax.set_ylim(bottom=0)
-        ax.set_title(config)
+        ax.set_title(title)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="lower left")
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
     fig.suptitle("decode, bf16 cache%s" % (" — " + device if device else ""))

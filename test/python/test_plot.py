@@ -36,7 +36,7 @@ DECODE_OUT = "\n".join([
     decode_line("64/8 d64 64x8k", 16, 327.6, 3.28, 322.8),
     decode_line("32/8 d128 1x128k+63x2k", 16, 296.8, 3.59, 292.9),
     decode_line("32/8 d128 64x4k", 16, 237.8, 2.26, 230.0, cache="int8"),
-    decode_line("32/8 d128 1x1k", 16, 21.1, 0.8, 16.37),
+    decode_line("32/8 d128 1x1k (latency)", 16, 21.1, 0.8, 16.37),
 ]) + "\n"
 
 ANCHORS_OUT = """torch 2.11.0+cu130, NVIDIA H200; device-to-device copy (torch copy_) 4.26 TB/s (read + write)
@@ -89,11 +89,15 @@ class Plot(unittest.TestCase):
         _, _, rows = plot.read_decode(self.write("decode.txt", DECODE_OUT))
         anchors = plot.read_anchors(self.write("anchors.txt", ANCHORS_OUT))
         panels = plot.decode_series(rows, anchors, "eager")
-        self.assertEqual(list(panels), ["32/8 d128", "64/8 d64"])  # the ragged row has no L
+        # the ragged and latency rows have no single B x L; 64/8 d64 has one shape
+        self.assertEqual(list(panels), ["32/8 d128", plot.OTHER_CONFIGS])
         self.assertEqual(panels["32/8 d128"]["DECODE block 16 (eager)"],
-                         [(1024, 1, 0.8), (4096, 64, 3.57), (4096, 256, 3.87), (131072, 1, 3.38)])
+                         [(4096, 64, "64x4k", 3.57), (4096, 256, "256x4k", 3.87),
+                          (131072, 1, "1x128k", 3.38)])
         self.assertEqual(panels["32/8 d128"]["FlexAttention page 64"],
-                         [(4096, 64, 4.06), (4096, 256, 4.19)])
+                         [(4096, 64, "64x4k", 4.06), (4096, 256, "256x4k", 4.19)])
+        self.assertEqual(panels[plot.OTHER_CONFIGS]["DECODE block 16 (eager)"],
+                         [(8192, 64, "64/8 d64\n64x8k", 3.28)])
 
     def test_decode_chart(self):
         out = os.path.join(self.dir, "decode.png")
