@@ -14,12 +14,11 @@ namespace detail {
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 
-// An mbarrier that completes its first phase after one arrival plus `bytes` of bulk loads; the
-// calling thread then issues those loads with bulk_load.
-__device__ __forceinline__ void bytes_barrier_init(uint64_t *barrier, uint32_t bytes) {
-  mbarrier_init(barrier, 1);
-  // the bulk-copy engine updates the barrier: the init must be visible to it first
-  mbarrier_init_fence();
+// A bytes barrier: an mbarrier initialized with mbarrier_init(barrier, 1) and mbarrier_init_fence()
+// (the bulk-copy engine updates it: the init must be visible to it first), whose first phase
+// completes after one arrival plus `bytes` of bulk loads. The arriving thread announces the bytes
+// here, then issues the loads with bulk_load.
+__device__ __forceinline__ void bytes_barrier_expect(uint64_t *barrier, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
                    shared_address(barrier)),
                "r"(bytes)

@@ -446,10 +446,17 @@ __global__ void __launch_bounds__(bulk_copy_threads<C>(), 1) write_copy_kernel(
   auto loaded_run = [&](int token, int run) {
     return staging + ((size_t)token * runs + run) * run_bytes;
   };
+  // One thread initializes every token's barrier before any is used: initialized by the token's
+  // own thread, compute-sanitizer's racecheck reports each init against the other lanes' arrivals.
+  if (thread == 0) {
+    for (int token = 0; token < tokens; token++) mbarrier_init(&runs_loaded[token], 1);
+    mbarrier_init_fence();
+  }
+  __syncthreads();
   int64_t dst_run = -1;  // element offset of the token's run (head 0's K row) in either cache
   if (thread < tokens) {
     uint64_t *loaded = &runs_loaded[thread];
-    bytes_barrier_init(loaded, runs * run_bytes);
+    bytes_barrier_expect(loaded, runs * run_bytes);
     bulk_load(loaded_run(thread, 0), static_cast<const T *>(prm.key) + t * prm.kv_row_elems,
               run_bytes, loaded);
     if (runs == 2)
@@ -471,7 +478,7 @@ __global__ void __launch_bounds__(bulk_copy_threads<C>(), 1) write_copy_kernel(
   } else {
     __shared__ int64_t token_dst_run[32];
     if (thread < tokens) token_dst_run[thread] = dst_run;
-    __syncthreads();  // every thread waits on every token's barrier: its init first
+    __syncthreads();  // every token's destination, for every thread
     const uint32_t code_bytes = (uint32_t)run_elems * sizeof(C);
     unsigned char *const codes = staging + (size_t)tokens * runs * run_bytes;
     auto code_run = [&](int token, int run) {
