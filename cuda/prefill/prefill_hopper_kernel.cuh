@@ -9,10 +9,10 @@
 // 16-row group their union and intersection) and loads its Q rows into one of kQSlots unit slots,
 // then gathers the unit's 64-key K and V tiles from the pages into a kStages ring, every 16-byte
 // chunk with cp.async at its 128-byte-swizzled place (wgmma.cuh), rows outside the unit's keys or
-// in unmapped blocks zero-filled and flagged. Completion is counted on mbarriers (each producer
-// thread's cp.async tracked on the slot's "full" barrier); consumers free a stage on its "empty"
-// barrier once their wgmmas have read it. The producer thus runs up to kStages tiles and one unit
-// ahead of the consumers, across units.
+// in unmapped blocks zero-filled and left out of the stage's loaded-keys word. Completion is
+// counted on mbarriers (each producer thread's cp.async tracked on the slot's "full" barrier);
+// consumers free a stage on its "empty" barrier once their wgmmas have read it. The producer thus
+// runs up to kStages tiles and one unit ahead of the consumers, across units.
 // Two consumer warpgroups own 64 rows each of the 128-row block: S = Q K^T with wgmma m64n64k16
 // (Q as registers up to 128 channels, else from shared memory; K K-major), scale / softcap /
 // masks and the online softmax in registers (prefill_kernel.cuh's functions, on the same fragment
