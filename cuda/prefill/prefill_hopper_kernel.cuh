@@ -19,9 +19,7 @@
 // layout as mma.sync), then O += P V with P from registers and V N-major (the transpose bit). A
 // warpgroup whose rows admit no key of a tile skips it; tiles inside every row's range and fully
 // mapped skip the masks. Results leave from the accumulators as in the mma.sync kernel (finalized
-// rows, or split partials for split_merge_kernel). At 128 channels the two warpgroups take turns
-// on the tensor cores, one turn's GEMMs beside the other's softmax, and the turns run on across
-// units: a unit's last P V goes with the next unit's first S, its epilogue in a softmax's place.
+// rows, or split partials for split_merge_kernel).
 #pragma once
 
 #include <math.h>
@@ -381,6 +379,7 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P, const ho
   asm volatile("cp.async.wait_all;" ::: "memory");  // nothing lands after the thread has left
 }
 
+// A consumer warpgroup (wg 0 or 1: rows 64 wg .. 64 wg + 63 of each row block).
 // The landed stage's loaded-keys word, keys 0..31 and 32..63, to every lane of the warp. Lane 0
 // alone reads it: the lane that reads is the one that frees the stage (mbarrier_arrive on its
 // "empty" barrier), so the read is ordered before the producer's next write by that thread's own
@@ -393,284 +392,163 @@ __device__ __forceinline__ void hopper_loaded_keys(const hopper_smem<DMAX> &S, i
   *hi = __shfl_sync(0xffffffffu, (uint32_t)(word >> 32), 0);
 }
 
-// A consumer warpgroup (wg 0 or 1: rows 64 wg .. 64 wg + 63 of each row block) and its warp
-// `group` (rows 16 group .. 16 group + 15 of the block).
-struct hopper_consumer {
-  int wg, group, lane, group_id, col, row0;
-  __device__ hopper_consumer() {
-    const int consumer = threadIdx.x - kHopperWarpgroupThreads;
-    wg = consumer / kHopperWarpgroupThreads;
-    group = consumer / 32;
-    lane = threadIdx.x % 32;
-    group_id = lane / 4;
-    col = (lane % 4) * 2;
-    row0 = group * 16;
-  }
-};
-
-// What a consumer thread reads of a landed unit slot: the row block, its tiles and where results
-// go, its two rows' admitted keys, its warp's 16-row group's intersection and its warpgroup's
-// union (relative to key_base), and whether the warpgroup has rows at all (the same for all its
-// threads).
-struct hopper_consumer_unit {
-  prefill_row_block R;
-  int64_t tile_begin, tile_end;
-  int kv_head, split;
-  int32_t splits;
-  int32_t my_lo[2], my_hi[2], common_lo, common_hi, wg_lo, wg_hi;
-  bool wg_has_rows;
-};
-
-__device__ __forceinline__ hopper_consumer_unit hopper_read_unit(const prefill_params &P,
-                                                                 hopper_unit *U,
-                                                                 const hopper_consumer &C) {
-  hopper_consumer_unit V;
-  V.R = {U->first_token, U->key_base, U->row_lo, U->row_hi, U->first_head, U->valid_rows, P.scale};
-  V.tile_begin = U->tile_begin;
-  V.tile_end = U->tile_end;
-  V.kv_head = U->kv_head;
-  V.split = U->split;
-  V.splits = U->splits;
-#pragma unroll
-  for (int h = 0; h < 2; h++) {
-    V.my_lo[h] = U->row_lo[C.row0 + C.group_id + 8 * h];
-    V.my_hi[h] = U->row_hi[C.row0 + C.group_id + 8 * h];
-  }
-  V.common_lo = U->common_lo[C.group];
-  V.common_hi = U->common_hi[C.group];
-  V.wg_lo = INT32_MAX;
-  V.wg_hi = INT32_MIN;
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    V.wg_lo = min(V.wg_lo, U->group_lo[C.wg * 4 + i]);
-    V.wg_hi = max(V.wg_hi, U->group_hi[C.wg * 4 + i]);
-  }
-  V.wg_has_rows = C.wg * 64 < V.R.valid_rows;
-  return V;
-}
-
-// The warpgroup's Q fragments of the unit in slot `slot` (Q as registers, 128 channels).
-template <int DMAX>
-__device__ __forceinline__ void hopper_load_q(const hopper_smem<DMAX> &S, int slot, int wg,
-                                              uint32_t (&q_frag)[DMAX / 16][4]) {
-#pragma unroll
-  for (int s = 0; s < DMAX / 16; s++)
-    hopper_load_a_fragment(S.q(slot), kHopperRows, wg * 64, s, q_frag[s]);
-}
-
-template <int kOutTiles>
-__device__ __forceinline__ void hopper_reset_state(float (&out_acc)[kOutTiles][4],
-                                                   float (&row_max)[2], float (&row_sum)[2]) {
-#pragma unroll
-  for (int n = 0; n < kOutTiles; n++)
-#pragma unroll
-    for (int i = 0; i < 4; i++) out_acc[n][i] = 0.0f;
-#pragma unroll
-  for (int h = 0; h < 2; h++) {
-    row_max[h] = -INFINITY;
-    row_sum[h] = 0.0f;
-  }
-}
-
-// The ping-pong consumers (128 channels, Q as registers): the two warpgroups take turns on the
-// tensor cores in blocks of GEMMs; block j of a unit issues P V of tile j - 1 and S of tile j, and
-// the softmax of tile j follows while the other warpgroup's block runs. The blocks run on across
-// units, so that the tensor cores do not idle at unit boundaries: the block that issues the last
-// P V of a unit also issues the next unit's first S (its Q fragments loaded before), and the
-// finished unit's epilogue (normalize, store, free its slot) runs in the softmax's place, before
-// the next unit's first softmax. Both warpgroups run the same blocks (the schedule depends only on
-// the units); a warpgroup without rows in a unit issues none of that unit's GEMMs but takes its
-// turns and frees stages and slots like the other.
 template <typename T, int DMAX>
-__device__ __forceinline__ void hopper_consume_ping_pong(const prefill_params &P,
-                                                         const hopper_smem<DMAX> &S) {
+__device__ __forceinline__ void hopper_consume(const prefill_params &P, const hopper_smem<DMAX> &S) {
   using G = hopper_geometry<DMAX>;
-  static_assert(G::kQInRegisters, "the ping-pong consumers hold Q as registers");
-  static_assert(G::kQSlots >= 2, "the next unit's slot lands while the last one's is held");
+  constexpr int kSteps = DMAX / 16;
   constexpr int kOutTiles = DMAX / 8;
-  const hopper_consumer C;
-  const int my_turn = kHopperTurnBarrier + C.wg, other_turn = kHopperTurnBarrier + 1 - C.wg;
-  if (C.wg == 1)
+  const int consumer = threadIdx.x - kHopperWarpgroupThreads;
+  const int wg = consumer / kHopperWarpgroupThreads, group = consumer / 32, lane = threadIdx.x % 32;
+  const int group_id = lane / 4, col = (lane % 4) * 2;
+  const int row0 = group * 16;  // this warp's rows
+  // At 128 channels the two warpgroups take turns on the tensor cores (at 256, the pipelined loop's
+  // extra score and P registers would spill)
+  constexpr bool kPingPong = DMAX == 128;
+  const int my_turn = kHopperTurnBarrier + wg, other_turn = kHopperTurnBarrier + 1 - wg;
+  if (kPingPong && wg == 1)
     named_barrier_arrive(kHopperTurnBarrier, 2 * kHopperWarpgroupThreads);  // warpgroup 0 first
   ring_position<G::kQSlots> unit_pos = {0, 0u};
-  ring_position<G::kStages> tile_pos = {0, 0u};  // the next tile S reads
-  ring_position<G::kStages> pv_pos = {0, 0u};    // the next tile P V reads
-  uint32_t q_frag[DMAX / 16][4];
-  float out_acc[kOutTiles][4], row_max[2], row_sum[2];
-  float score[1][8][4];
-  uint32_t p_frag[4][4];
-  uint32_t mapped_lo = 0, mapped_hi = 0;
-  // The unit still to finish: its slot (-1: none; the slot stays held until its epilogue has read
-  // it), whether its last P V is still to issue (it had tiles) and whether this warpgroup has rows
-  // in it.
-  int pending_slot = -1;
-  bool pending_values = false, pending_rows = false;
-
-  auto acquire = [&]() {  // the next tile's stage, landed; its admitted-key flags
-    mbarrier_wait(S.full(tile_pos.slot), tile_pos.phase);
-    __syncwarp();
-    fence_async_proxy();  // the tile landed through cp.async
-    hopper_loaded_keys(S, tile_pos.slot, C.lane, &mapped_lo, &mapped_hi);
-  };
-  // One turn on the tensor cores: P V of the tile at pv_pos (values, issued if this warpgroup has
-  // value_rows in its unit) and S of the tile at tile_pos (scores, score_rows).
-  auto block = [&](bool values, bool scores, bool value_rows, bool score_rows) {
-    // each wgmma group from its fence to its wait in one branch: ptxas serializes wgmmas whose
-    // accumulators a merge of paths could redefine in between
-    auto issue = [&](auto v, auto s) {  // std::bool_constant
-      wgmma_fence();
-      if constexpr (decltype(v)::value)
-        hopper_issue_values<T, DMAX>(out_acc, p_frag, shared_address(S.v_tile(pv_pos.slot)));
-      if constexpr (decltype(s)::value)
-        hopper_issue_scores<T, DMAX, true>(score[0], q_frag, 0u, kHopperRows, C.wg * 64,
-                                           shared_address(S.k_tile(tile_pos.slot)));
-      wgmma_commit();
-      named_barrier_arrive(other_turn, 2 * kHopperWarpgroupThreads);
-      wgmma_wait<0>();
-      wgmma_fence_operands(out_acc);
-      wgmma_fence_operands(p_frag);
-      wgmma_fence_operands(score[0]);
-      wgmma_fence_operands(q_frag);
-    };
-    named_barrier_sync(my_turn, 2 * kHopperWarpgroupThreads);
-    const bool issue_values = values && value_rows, issue_scores = scores && score_rows;
-    if (issue_values && issue_scores)
-      issue(std::true_type(), std::true_type());
-    else if (issue_values)
-      issue(std::true_type(), std::false_type());
-    else if (issue_scores)
-      issue(std::false_type(), std::true_type());
-    else
-      named_barrier_arrive(other_turn, 2 * kHopperWarpgroupThreads);
-    if (values) {  // the stage has been read
-      __syncwarp();
-      if (C.lane == 0) mbarrier_arrive(S.empty(pv_pos.slot));
-      pv_pos.advance();
-    }
-  };
-  auto softmax = [&](const hopper_consumer_unit &V, int64_t tile) {
-    if (V.wg_has_rows) {
-      const int32_t key0 = (int32_t)(tile * kPrefillTileKeys - V.R.key_base);
-      transform_scores(score, V.R.qk_scale, P.softcap);
-      const bool unmasked = (mapped_lo & mapped_hi) == 0xffffffffu && key0 >= V.common_lo &&
-                            key0 + kPrefillTileKeys <= V.common_hi;
-      if (!unmasked)
-        prefill_mask_scores(score[0], key0, mapped_lo, mapped_hi, V.my_lo, V.my_hi, C.col);
-      prefill_softmax_step(score[0], row_max, row_sum, out_acc);
-#pragma unroll
-      for (int s = 0; s < 4; s++) prefill_p_fragment<T>(score[0], s, p_frag[s]);
-    }
-    tile_pos.advance();
-  };
-
-  for (;;) {
-    mbarrier_wait(S.unit_full(unit_pos.slot), unit_pos.phase);
-    hopper_unit *U = S.unit(unit_pos.slot);
-    const bool done = U->done;  // then the slot's other fields are stale
-    const hopper_consumer_unit V = hopper_read_unit(P, U, C);
-    const int64_t tiles = done ? 0 : V.tile_end - V.tile_begin;
-    // The previous unit's S GEMMs have all completed: its Q fragments are no longer needed
-    fence_async_proxy();  // Q landed through cp.async
-    hopper_load_q(S, unit_pos.slot, C.wg, q_frag);
-
-    // The pending unit's last P V beside this unit's first S, then the pending unit's epilogue
-    // (normalize, store, free its slot) in the softmax's place, while the other warpgroup's turn
-    // runs.
-    if (pending_values || tiles > 0) {
-      if (tiles > 0) acquire();
-      block(pending_values, tiles > 0, pending_rows, !done && V.wg_has_rows);
-    }
-    if (pending_slot >= 0) {
-      const hopper_consumer_unit F = hopper_read_unit(P, S.unit(pending_slot), C);
-      if (F.wg_has_rows)
-        prefill_store_m16<T, T>(P, F.R, C.row0, out_acc, row_max, row_sum, F.kv_head, F.split,
-                                F.splits, C.lane);
-      __syncwarp();
-      if (C.lane == 0) mbarrier_arrive(S.unit_empty(pending_slot));
-    }
-    if (done) break;
-
-    // This unit's tiles: the first one's S has been issued above, each further block issues the
-    // previous tile's P V and the next tile's S. A unit without tiles finishes with the results
-    // of an empty softmax.
-    hopper_reset_state(out_acc, row_max, row_sum);
-    for (int64_t j = 0; j < tiles; j++) {
-      if (j > 0) {
-        acquire();
-        block(true, true, V.wg_has_rows, V.wg_has_rows);
-      }
-      softmax(V, V.tile_begin + j);
-    }
-    pending_slot = unit_pos.slot;
-    pending_values = tiles > 0;
-    pending_rows = V.wg_has_rows;
-    unit_pos.advance();
-  }
-}
-
-// The consumers at 256 channels (Q from shared memory), each warpgroup on its own: the pipelined
-// ping-pong's extra score and P registers would spill there.
-template <typename T, int DMAX>
-__device__ __forceinline__ void hopper_consume_sequential(const prefill_params &P,
-                                                       const hopper_smem<DMAX> &S) {
-  using G = hopper_geometry<DMAX>;
-  static_assert(!G::kQInRegisters, "Q is read from shared memory");
-  constexpr int kOutTiles = DMAX / 8;
-  const hopper_consumer C;
-  ring_position<G::kQSlots> unit_pos = {0, 0u};
   ring_position<G::kStages> tile_pos = {0, 0u};
-  uint32_t q_frag[DMAX / 16][4];  // unused: Q stays in shared memory
   for (;;) {
     mbarrier_wait(S.unit_full(unit_pos.slot), unit_pos.phase);
     hopper_unit *U = S.unit(unit_pos.slot);
     if (U->done) break;
-    const hopper_consumer_unit V = hopper_read_unit(P, U, C);
+    const prefill_row_block R = {U->first_token, U->key_base, U->row_lo,      U->row_hi,
+                                 U->first_head,  U->valid_rows, P.scale};
+    const int64_t tile_begin = U->tile_begin, tile_end = U->tile_end;
+    const int kv_head = U->kv_head, split = U->split;
+    const int32_t splits = U->splits;
+    int32_t my_lo[2], my_hi[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      my_lo[h] = U->row_lo[row0 + group_id + 8 * h];
+      my_hi[h] = U->row_hi[row0 + group_id + 8 * h];
+    }
+    const int32_t common_lo = U->common_lo[group], common_hi = U->common_hi[group];
+    int32_t wg_lo = INT32_MAX, wg_hi = INT32_MIN;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      wg_lo = min(wg_lo, U->group_lo[wg * 4 + i]);
+      wg_hi = max(wg_hi, U->group_hi[wg * 4 + i]);
+    }
+    const bool wg_has_rows = wg * 64 < R.valid_rows;  // the same for the whole warpgroup
     fence_async_proxy();  // Q landed through cp.async; wgmma reads through the async proxy
     const unsigned char *q_slot = S.q(unit_pos.slot);
-    float out_acc[kOutTiles][4], row_max[2], row_sum[2];
-    hopper_reset_state(out_acc, row_max, row_sum);
-    for (int64_t tile = V.tile_begin; tile < V.tile_end; tile++) {
-      mbarrier_wait(S.full(tile_pos.slot), tile_pos.phase);
-      __syncwarp();
-      const int32_t key0 = (int32_t)(tile * kPrefillTileKeys - V.R.key_base);
-      if (V.wg_has_rows && V.wg_lo < key0 + kPrefillTileKeys && V.wg_hi > key0) {
-        fence_async_proxy();  // the tile landed through cp.async
-        uint32_t mapped_lo, mapped_hi;
-        hopper_loaded_keys(S, tile_pos.slot, C.lane, &mapped_lo, &mapped_hi);
-        float score[1][8][4];
-        hopper_scores<T, DMAX, false>(score[0], q_frag, shared_address(q_slot), kHopperRows,
-                                      C.wg * 64, shared_address(S.k_tile(tile_pos.slot)));
-        transform_scores(score, V.R.qk_scale, P.softcap);
-        const bool unmasked = (mapped_lo & mapped_hi) == 0xffffffffu && key0 >= V.common_lo &&
-                              key0 + kPrefillTileKeys <= V.common_hi;
-        if (!unmasked)
-          prefill_mask_scores(score[0], key0, mapped_lo, mapped_hi, V.my_lo, V.my_hi, C.col);
-        prefill_softmax_step(score[0], row_max, row_sum, out_acc);
-        uint32_t p_frag[4][4];
+    uint32_t q_frag[kSteps][4];
+    if constexpr (G::kQInRegisters) {
 #pragma unroll
-        for (int s = 0; s < 4; s++) prefill_p_fragment<T>(score[0], s, p_frag[s]);
-        hopper_add_values<T, DMAX>(out_acc, p_frag, shared_address(S.v_tile(tile_pos.slot)));
+      for (int s = 0; s < kSteps; s++)
+        hopper_load_a_fragment(q_slot, kHopperRows, wg * 64, s, q_frag[s]);
+    }
+
+    float out_acc[kOutTiles][4];
+#pragma unroll
+    for (int n = 0; n < kOutTiles; n++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) out_acc[n][i] = 0.0f;
+    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+
+    if constexpr (kPingPong) {
+      // Blocks of GEMMs, one warpgroup's at a time: block j issues P V of tile j - 1 and S of tile
+      // j; the softmax of tile j follows, while the other warpgroup's block runs. Every unit has
+      // tiles + 1 blocks in both warpgroups (without rows, a warpgroup only takes its turns).
+      const int64_t tiles = tile_end - tile_begin;
+      ring_position<G::kStages> pv_pos = tile_pos;  // the stage P V reads
+      float score[1][8][4];
+      uint32_t p_frag[4][4];
+      uint32_t mapped_lo = 0, mapped_hi = 0;
+      auto acquire = [&]() {  // the next tile's stage, landed; its admitted-key flags
+        mbarrier_wait(S.full(tile_pos.slot), tile_pos.phase);
+        __syncwarp();
+        fence_async_proxy();  // the tile landed through cp.async
+        hopper_loaded_keys(S, tile_pos.slot, lane, &mapped_lo, &mapped_hi);
+      };
+      auto block = [&](auto values, auto scores) {  // std::bool_constant: no run-time branch
+        named_barrier_sync(my_turn, 2 * kHopperWarpgroupThreads);
+        if (wg_has_rows) {
+          wgmma_fence();
+          if constexpr (decltype(values)::value)
+            hopper_issue_values<T, DMAX>(out_acc, p_frag, shared_address(S.v_tile(pv_pos.slot)));
+          if constexpr (decltype(scores)::value)
+            hopper_issue_scores<T, DMAX, G::kQInRegisters>(
+                score[0], q_frag, shared_address(q_slot), kHopperRows, wg * 64,
+                shared_address(S.k_tile(tile_pos.slot)));
+          wgmma_commit();
+          named_barrier_arrive(other_turn, 2 * kHopperWarpgroupThreads);
+          wgmma_wait<0>();
+          wgmma_fence_operands(out_acc);
+          wgmma_fence_operands(p_frag);
+          wgmma_fence_operands(score[0]);
+          if constexpr (G::kQInRegisters) wgmma_fence_operands(q_frag);
+        } else {
+          named_barrier_arrive(other_turn, 2 * kHopperWarpgroupThreads);
+        }
+        if constexpr (decltype(values)::value) {  // the previous tile's stage has been read
+          __syncwarp();
+          if (lane == 0) mbarrier_arrive(S.empty(pv_pos.slot));
+          pv_pos.advance();
+        }
+      };
+      auto softmax = [&](int64_t tile) {
+        if (wg_has_rows) {
+          const int32_t key0 = (int32_t)(tile * kPrefillTileKeys - R.key_base);
+          transform_scores(score, R.qk_scale, P.softcap);
+          const bool unmasked = (mapped_lo & mapped_hi) == 0xffffffffu && key0 >= common_lo &&
+                                key0 + kPrefillTileKeys <= common_hi;
+          if (!unmasked)
+            prefill_mask_scores(score[0], key0, mapped_lo, mapped_hi, my_lo, my_hi, col);
+          prefill_softmax_step(score[0], row_max, row_sum, out_acc);
+#pragma unroll
+          for (int s = 0; s < 4; s++) prefill_p_fragment<T>(score[0], s, p_frag[s]);
+        }
+        tile_pos.advance();
+      };
+      if (tiles > 0) {
+        acquire();
+        block(std::false_type(), std::true_type());
+        softmax(tile_begin);
+        for (int64_t j = 1; j < tiles; j++) {
+          acquire();
+          block(std::true_type(), std::true_type());
+          softmax(tile_begin + j);
+        }
+        block(std::true_type(), std::false_type());
       }
-      __syncwarp();
-      if (C.lane == 0) mbarrier_arrive(S.empty(tile_pos.slot));
-      tile_pos.advance();
+    } else {
+      for (int64_t tile = tile_begin; tile < tile_end; tile++) {
+        mbarrier_wait(S.full(tile_pos.slot), tile_pos.phase);
+        __syncwarp();
+        const int32_t key0 = (int32_t)(tile * kPrefillTileKeys - R.key_base);
+        if (wg_has_rows && wg_lo < key0 + kPrefillTileKeys && wg_hi > key0) {
+          fence_async_proxy();  // the tile landed through cp.async
+          uint32_t mapped_lo, mapped_hi;
+          hopper_loaded_keys(S, tile_pos.slot, lane, &mapped_lo, &mapped_hi);
+          float score[1][8][4];
+          hopper_scores<T, DMAX, G::kQInRegisters>(score[0], q_frag, shared_address(q_slot),
+                                                    kHopperRows, wg * 64,
+                                                    shared_address(S.k_tile(tile_pos.slot)));
+          transform_scores(score, R.qk_scale, P.softcap);
+          const bool unmasked = (mapped_lo & mapped_hi) == 0xffffffffu && key0 >= common_lo &&
+                                key0 + kPrefillTileKeys <= common_hi;
+          if (!unmasked)
+            prefill_mask_scores(score[0], key0, mapped_lo, mapped_hi, my_lo, my_hi, col);
+          prefill_softmax_step(score[0], row_max, row_sum, out_acc);
+          uint32_t p_frag[4][4];
+#pragma unroll
+          for (int s = 0; s < 4; s++) prefill_p_fragment<T>(score[0], s, p_frag[s]);
+          hopper_add_values<T, DMAX>(out_acc, p_frag, shared_address(S.v_tile(tile_pos.slot)));
+        }
+        __syncwarp();
+        if (lane == 0) mbarrier_arrive(S.empty(tile_pos.slot));
+        tile_pos.advance();
+      }
     }
     __syncwarp();
-    if (C.lane == 0) mbarrier_arrive(S.unit_empty(unit_pos.slot));
+    if (lane == 0) mbarrier_arrive(S.unit_empty(unit_pos.slot));
     unit_pos.advance();
-    if (V.wg_has_rows)
-      prefill_store_m16<T, T>(P, V.R, C.row0, out_acc, row_max, row_sum, V.kv_head, V.split,
-                              V.splits, C.lane);
+    if (wg_has_rows)
+      prefill_store_m16<T, T>(P, R, row0, out_acc, row_max, row_sum, kv_head, split, splits, lane);
   }
-}
-
-// At 128 channels the two warpgroups take turns on the tensor cores.
-template <typename T, int DMAX>
-__device__ __forceinline__ void hopper_consume(const prefill_params &P, const hopper_smem<DMAX> &S) {
-  if constexpr (hopper_geometry<DMAX>::kQInRegisters)
-    hopper_consume_ping_pong<T, DMAX>(P, S);
-  else
-    hopper_consume_sequential<T, DMAX>(P, S);
 }
 
 #endif  // PA_SM90A
