@@ -35,26 +35,39 @@ struct latent_state : row_block_launch {
   latent_variant variant;
 };
 
+// The row tile (latent_kernel.cuh): 32 rows when a sequence's rows fit, by the step's mean query
+// tokens per sequence (16-32 heads of one token, 16 heads of two): memory-bound steps, whose
+// smaller Q leaves room for a deeper ring of 32-key steps; else 64 rows in 64-key steps.
+int rows_of(const pa__problem *p) {
+  const int64_t tokens_per_seq = ceil_div(p->token_count, std::max<int64_t>(1, p->batch_size));
+  return (int64_t)p->num_heads * tokens_per_seq <= 32 ? 32 : 64;
+}
+
 bool variant_for(const pa__problem *p, latent_variant *v) {
+  const int rows = rows_of(p);
   return for_kernel_types(p, [&](auto t, auto c) {
     using T = decltype(t);
     using C = decltype(c);
-    *v = {latent_set_smem<T, C>, latent_launch<T, C>};
+    if (rows == 32)
+      *v = {latent_set_smem<T, C, 32>, latent_launch<T, C, 32>};
+    else
+      *v = {latent_set_smem<T, C, 64>, latent_launch<T, C, 64>};
   });
 }
 
 int smem_bytes_of(const pa__problem *p) {
-  return latent_smem_bytes((int)pa_dtype_size(p->k_cache_dtype));
+  return latent_smem_bytes((int)pa_dtype_size(p->k_cache_dtype), rows_of(p));
 }
 
-// The row-block geometry: a block is up to kLatentRows (token, query head) rows.
+// The row-block geometry: a block is up to rows_of(p) (token, query head) rows.
 struct row_geometry {
   int32_t heads_per_block, tokens_per_block, head_blocks;
 };
 row_geometry row_geometry_of(const pa__problem *p) {
+  const int rows = rows_of(p);
   row_geometry g;
-  g.heads_per_block = std::min(p->num_heads, kLatentRows);
-  g.tokens_per_block = kLatentRows / g.heads_per_block;
+  g.heads_per_block = std::min(p->num_heads, rows);
+  g.tokens_per_block = rows / g.heads_per_block;
   g.head_blocks = (int32_t)ceil_div(p->num_heads, g.heads_per_block);
   return g;
 }
@@ -110,10 +123,13 @@ pa_status latent_plan(pa_plan *plan, int setup_device) {
   s->smem_bytes = smem_bytes_of(p);
   s->chained = plan->caps.compute_capability_major >= 9;
   const row_geometry g = row_geometry_of(p);
-  // one CTA per multiprocessor (launch bounds and shared memory)
-  const int64_t tiles_per_split =
-      split_tiles_for(p, &plan->caps, 1, row_blocks_of(p, g.tokens_per_block, g.head_blocks),
-                      kLatentTileKeys, kMinTilesPerSplit, kMaxPartialBytes);
+  // One CTA per multiprocessor (launch bounds and shared memory). The 32-row tile is memory-bound:
+  // a unit costs its bytes, so finer splits (about four units per CTA instead of two) keep the
+  // last wave from leaving a third of the device idle; the partials cost little beside the rows.
+  const int64_t units_per_cta = rows_of(p) == 32 ? 2 : 1;
+  const int64_t tiles_per_split = split_tiles_for(
+      p, &plan->caps, units_per_cta, row_blocks_of(p, g.tokens_per_block, g.head_blocks),
+      kLatentTileKeys, kMinTilesPerSplit, kMaxPartialBytes);
   const int64_t bound_tiles = std::max<int64_t>(1, ceil_div(p->max_kv_len, kLatentTileKeys));
   const int64_t slots = ceil_div(bound_tiles, tiles_per_split);
   if (setup_device) {
@@ -188,10 +204,10 @@ pa_status latent_plan(pa_plan *plan, int setup_device) {
   const char *env = getenv("PA_DEBUG");
   if (env && strcmp(env, "1") == 0)
     fprintf(stderr,
-            "[pagedattn] LATENT: grid %u, %d threads, %d B shared, row blocks of %d tokens x %d "
-            "heads (%d per token), %d tiles of %d keys per split, %d split slots%s\n",
-            s->grid.x, kLatentThreads, s->smem_bytes, g.tokens_per_block, g.heads_per_block,
-            g.head_blocks, P.tiles_per_split, kLatentTileKeys, P.num_split_slots,
+            "[pagedattn] LATENT: grid %u, %d threads, %d B shared, %d-row tile, row blocks of %d "
+            "tokens x %d heads (%d per token), %d tiles of %d keys per split, %d split slots%s\n",
+            s->grid.x, kLatentThreads, s->smem_bytes, rows_of(p), g.tokens_per_block,
+            g.heads_per_block, g.head_blocks, P.tiles_per_split, kLatentTileKeys, P.num_split_slots,
             P.num_split_slots > 1 ? " + merge" : "");
   return PA_SUCCESS;
 }

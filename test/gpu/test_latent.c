@@ -74,16 +74,19 @@ static gpu_case deepseek(const char *name) {
 }
 
 static void matrix(gpu_matrix_result *all, int quick) {
-  /* heads x types x caches x scales. 8-bit caches take the default scale 1/sqrt(576), as in
+  /* heads x types x caches x scales, with one query token per sequence (16 and 32 heads take the
+   * 32-row tile: 32-key steps, the deeper ring) and up to four (the 64-row tile). 8-bit caches take the default scale 1/sqrt(576), as in
    * test_prefill.c: their operands reach the tensor cores rounded to T (Q with a per-channel
    * k_scale folded in, P), an error the peaked softmax of scale 0.25 magnifies (the 4th run of
    * this test saw 0.022 against the 0.020 tolerance at 64 heads, int8 per-channel, bf16, one
    * element of the whole output) */
   gpu_case heads = deepseek("latent_heads");
   {
-    const gpu_axis q[] = {GPU_AXIS(num_heads, 16, 128), GPU_AXIS(dtype, PA_DTYPE_BFLOAT16)};
+    const gpu_axis q[] = {GPU_AXIS(num_heads, 16, 128), GPU_AXIS(dtype, PA_DTYPE_BFLOAT16),
+                          GPU_AXIS(max_q_len, 1, 4)};
     const gpu_axis f[] = {GPU_AXIS(num_heads, 16, 32, 64, 128),
-                          GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16)};
+                          GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16),
+                          GPU_AXIS(max_q_len, 1, 4)};
     RUN_QUICK_OR_FULL(*all, heads, q, f);
   }
   heads.name = "latent_heads_8bit";
@@ -92,25 +95,28 @@ static void matrix(gpu_matrix_result *all, int quick) {
     const gpu_axis q[] = {GPU_AXIS(num_heads, 16, 128),
                           GPU_AXIS(cache_dtype, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
                           GPU_AXIS(k_quant, PA_QUANT_NONE, PA_QUANT_PER_CHANNEL),
-                          GPU_AXIS(dtype, PA_DTYPE_BFLOAT16)};
+                          GPU_AXIS(dtype, PA_DTYPE_BFLOAT16), GPU_AXIS(max_q_len, 1, 4)};
     const gpu_axis f[] = {GPU_AXIS(num_heads, 16, 32, 64, 128),
                           GPU_AXIS(cache_dtype, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
                           GPU_AXIS(k_quant, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL),
-                          GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16)};
+                          GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16),
+                          GPU_AXIS(max_q_len, 1, 4)};
     RUN_QUICK_OR_FULL(*all, heads, q, f);
   }
 
   /* block sizes 16..256 (a 64-key tile spans four 16-key pages); shuffled, partly unmapped (-1,
-   * large negatives, >= num_blocks, INT32_MAX) and shared-prefix block tables */
+   * large negatives, >= num_blocks, INT32_MAX) and shared-prefix block tables; 32 heads of one
+   * token (the 32-row tile's 32-key steps) and of up to four (the 64-row tile) */
   gpu_case blocks = deepseek("latent_blocks");
   blocks.num_heads = 32;
   blocks.batch_size = 4;
   blocks.max_past_len = quick ? 300 : 700;
   {
     const gpu_axis q[] = {GPU_AXIS(block_size, 16, 256), GPU_AXIS(shuffled_blocks, 1),
-                          GPU_AXIS(unmapped_blocks, 0, 1)};
+                          GPU_AXIS(unmapped_blocks, 0, 1), GPU_AXIS(max_q_len, 1, 4)};
     const gpu_axis f[] = {GPU_AXIS(block_size, 16, 32, 64, 128, 256),
-                          GPU_AXIS(shuffled_blocks, 0, 1), GPU_AXIS(unmapped_blocks, 0, 1)};
+                          GPU_AXIS(shuffled_blocks, 0, 1), GPU_AXIS(unmapped_blocks, 0, 1),
+                          GPU_AXIS(max_q_len, 1, 4)};
     RUN_QUICK_OR_FULL(*all, blocks, q, f);
   }
   gpu_case shared = deepseek("latent_shared_prefix");
@@ -123,7 +129,9 @@ static void matrix(gpu_matrix_result *all, int quick) {
   }
 
   /* 1-4 query tokens per sequence, ragged with zero-token sequences and token rows of no sequence;
-   * 128 heads fill two row blocks per token, 16 heads pack four tokens into one */
+   * 128 heads fill two row blocks per token, 16 heads pack up to four tokens into one, or two
+   * into the 32-row tile (max_q_len 1; max_q_len 2 when the step's tokens per sequence, rounded
+   * up, come to 2) */
   gpu_case tokens = deepseek("latent_tokens");
   tokens.batch_size = 7;
   tokens.zero_q_lens = 1;

@@ -312,7 +312,7 @@ static void dispatch_output_qk_is_unfused(void **state) {
 
 /* LATENT (issue 17): AUTO takes it for decode-shaped LATENT steps (token_count <= 4 x batch_size)
  * it serves on a described H200, with 16 and 128 heads, 8-bit caches and a smaller latent row;
- * UNFUSED for longer steps, attention_bias, output_qk, and on the A100 (the 16-bit kernel's 225,920 bytes
+ * UNFUSED for longer steps, attention_bias, output_qk, and on the A100 (the 16-bit kernel's 224,928 (32-row tile) or 225,920 bytes
  * of shared memory do not fit its 163 KB). */
 static void dispatch_latent_decode_shaped_is_latent(void **state) {
   (void)state;
