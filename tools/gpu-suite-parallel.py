@@ -11,7 +11,7 @@ output is in LOGDIR/suite-NN.log.
 """
 import argparse, json, os, subprocess, time
 
-SHARDS = {"gpu_write": 8, "gpu_unfused": 4, "gpu_decode": 2, "gpu_prefill": 4, "gpu_latent": 4}
+SHARDS = {"gpu_write": 8, "gpu_unfused": 4, "gpu_decode": 2, "gpu_prefill": 4, "gpu_latent": 8}
 
 ap = argparse.ArgumentParser()
 ap.add_argument("build"); ap.add_argument("summary")
