@@ -447,6 +447,19 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P, const ho
 #pragma unroll
       for (int i = 0; i < 4; i++) out_acc[n][i] = 0.0f;
     float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+    // A landed tile's scores (keys from key0, relative to key_base) into P for P V: the score
+    // transform, the masks unless the tile is loaded whole and inside every row's range, the
+    // online-softmax step.
+    auto scores_to_p = [&](int32_t key0, uint32_t mapped_lo, uint32_t mapped_hi,
+                           float (&score)[1][8][4], uint32_t (&p_frag)[4][4]) {
+      transform_scores(score, R.qk_scale, P.softcap);
+      const bool unmasked = (mapped_lo & mapped_hi) == 0xffffffffu && key0 >= common_lo &&
+                            key0 + kPrefillTileKeys <= common_hi;
+      if (!unmasked) prefill_mask_scores(score[0], key0, mapped_lo, mapped_hi, my_lo, my_hi, col);
+      prefill_softmax_step(score[0], row_max, row_sum, out_acc);
+#pragma unroll
+      for (int s = 0; s < 4; s++) prefill_p_fragment<T>(score[0], s, p_frag[s]);
+    };
 
     if constexpr (kPingPong) {
       // Blocks of GEMMs, one warpgroup's at a time: block j issues P V of tile j - 1 and S of tile
@@ -490,17 +503,9 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P, const ho
         }
       };
       auto softmax = [&](int64_t tile) {
-        if (wg_has_rows) {
-          const int32_t key0 = (int32_t)(tile * kPrefillTileKeys - R.key_base);
-          transform_scores(score, R.qk_scale, P.softcap);
-          const bool unmasked = (mapped_lo & mapped_hi) == 0xffffffffu && key0 >= common_lo &&
-                                key0 + kPrefillTileKeys <= common_hi;
-          if (!unmasked)
-            prefill_mask_scores(score[0], key0, mapped_lo, mapped_hi, my_lo, my_hi, col);
-          prefill_softmax_step(score[0], row_max, row_sum, out_acc);
-#pragma unroll
-          for (int s = 0; s < 4; s++) prefill_p_fragment<T>(score[0], s, p_frag[s]);
-        }
+        if (wg_has_rows)
+          scores_to_p((int32_t)(tile * kPrefillTileKeys - R.key_base), mapped_lo, mapped_hi,
+                      score, p_frag);
         tile_pos.advance();
       };
       if (tiles > 0) {
@@ -527,15 +532,8 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P, const ho
           hopper_scores<T, DMAX, G::kQInRegisters>(score[0], q_frag, shared_address(q_slot),
                                                     kHopperRows, wg * 64,
                                                     shared_address(S.k_tile(tile_pos.slot)));
-          transform_scores(score, R.qk_scale, P.softcap);
-          const bool unmasked = (mapped_lo & mapped_hi) == 0xffffffffu && key0 >= common_lo &&
-                                key0 + kPrefillTileKeys <= common_hi;
-          if (!unmasked)
-            prefill_mask_scores(score[0], key0, mapped_lo, mapped_hi, my_lo, my_hi, col);
-          prefill_softmax_step(score[0], row_max, row_sum, out_acc);
           uint32_t p_frag[4][4];
-#pragma unroll
-          for (int s = 0; s < 4; s++) prefill_p_fragment<T>(score[0], s, p_frag[s]);
+          scores_to_p(key0, mapped_lo, mapped_hi, score, p_frag);
           hopper_add_values<T, DMAX>(out_acc, p_frag, shared_address(S.v_tile(tile_pos.slot)));
         }
         __syncwarp();
