@@ -137,17 +137,25 @@ __device__ __forceinline__ bool partial_has_keys(float l) { return l != 0.0f; }
 // Weight of a partial state with running max m (log2 units) inside a merge whose max is m_all.
 __device__ __forceinline__ float softmax_rescale(float m, float m_all) { return exp2f(m - m_all); }
 
-// The output channel from the merged state (running max m, sum l, unnormalized o; log2 units):
-// the sink (log2 units, -inf when absent) joins the denominator only; a row with no admitted key
-// (l == 0) is zero, sink or not; v_scale_c dequantizes V. One definition for every kernel that
-// finalizes a row, so all round identically.
+// The output from the merged state of a row (running max m, sum l, unnormalized channels o; log2
+// units), in two parts so that a kernel finalizing many channels of a row divides once per row:
+// finalize_factor is the row's keep / denominator, where the sink (log2 units, -inf when absent)
+// joins the denominator only; finalize_channel scales one channel by it and by v_scale_c (which
+// dequantizes V). A row with no admitted key (l == 0) is zero, sink or not, whatever o holds.
+// Every kernel that finalizes a row uses these, so all round identically.
+__device__ __forceinline__ float finalize_factor(float m, float l, float sink) {
+  if (l == 0.0f) return 0.0f;
+  const float m_all = fmaxf(m, sink);
+  const float keep = exp2f(m - m_all);
+  return keep / (l * keep + exp2f(sink - m_all));
+}
+__device__ __forceinline__ float finalize_channel(float o, float l, float factor,
+                                                  float v_scale_c) {
+  return l == 0.0f ? 0.0f : o * factor * v_scale_c;
+}
 __device__ __forceinline__ float finalize_output(float m, float l, float o, float sink,
                                                  float v_scale_c) {
-  if (l == 0.0f) return 0.0f;
-  float m_all = fmaxf(m, sink);
-  float keep = exp2f(m - m_all);
-  float denominator = l * keep + exp2f(sink - m_all);
-  return o * keep / denominator * v_scale_c;
+  return finalize_channel(o, l, finalize_factor(m, l, sink), v_scale_c);
 }
 
 }  // namespace detail

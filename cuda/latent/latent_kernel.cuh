@@ -508,11 +508,11 @@ __device__ __forceinline__ void latent_unit(const prefill_params &P, unsigned ch
       const float l = latent_row_stats_sum<kKeyWarps>(row_stats + r * kKeyWarps);
       const int64_t token = R.first_token + r / P.heads_per_block;
       const int head = R.first_head + r % P.heads_per_block;
+      const prefill_row_state row = prefill_row_state_of<T>(P, head, U.splits, row_max[mt][h], l);
       for_each_out_pair<C>(out_acc[mt], h, col, [&](int c, float o0, float o1) {
         c += warp * kLatentValueChannelsPerWarp;
         if (c < P.v_head_size)
-          prefill_store_pair<T, C>(P, token, head, 0, split, U.splits, c, row_max[mt][h], l, o0,
-                                   o1);
+          prefill_store_pair<T, C>(P, token, head, 0, split, U.splits, c, row, o0, o1);
       });
     }
 }

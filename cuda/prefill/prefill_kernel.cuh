@@ -238,11 +238,24 @@ __device__ __forceinline__ void for_each_out_pair(const float (&acc)[kOutTiles][
     }
 }
 
-// Finalizes row `r`'s channel pair (c, c + 1) (one split) or writes it as a partial state.
+// A finished row of one split: its running max and sum and, with one split, the factor of
+// finalize_channel (the head's sink read and the division done once per row, not per channel).
+struct prefill_row_state {
+  float m, l, factor;
+};
+template <typename T>
+__device__ __forceinline__ prefill_row_state prefill_row_state_of(const prefill_params &P, int head,
+                                                                  int32_t splits, float m,
+                                                                  float l) {
+  return {m, l, splits == 1 ? finalize_factor(m, l, sink_log2<T>(P.head_sink, head)) : 0.0f};
+}
+
+// Finalizes a row's channel pair (c, c + 1) (one split) or writes it as a partial state.
 template <typename T, typename C>
 __device__ __forceinline__ void prefill_store_pair(const prefill_params &P, int64_t token, int head,
                                                    int kv_head, int split, int32_t splits, int c,
-                                                   float m, float l, float o0, float o1) {
+                                                   const prefill_row_state &row, float o0,
+                                                   float o1) {
   const int head_size = P.kv.head_size, out_size = P.v_head_size;
   // With split slots, the merge reads every token's count: a token finalized here says 1 (the
   // workspace holds whatever an earlier step left)
@@ -253,15 +266,14 @@ __device__ __forceinline__ void prefill_store_pair(const prefill_params &P, int6
       s0 = cache_scale(P.v_scale, P.v_quant, kv_head, head_size, c);
       s1 = cache_scale(P.v_scale, P.v_quant, kv_head, head_size, c + 1);
     }
-    const float sink = sink_log2<T>(P.head_sink, head);
     T *out = reinterpret_cast<T *>(P.output) + (token * P.num_heads + head) * out_size;
-    *reinterpret_cast<uint32_t *>(out + c) =
-        pack_t2<T>(finalize_output(m, l, o0, sink, s0), finalize_output(m, l, o1, sink, s1));
+    *reinterpret_cast<uint32_t *>(out + c) = pack_t2<T>(
+        finalize_channel(o0, row.l, row.factor, s0), finalize_channel(o1, row.l, row.factor, s1));
   } else {
     const int64_t item = token * P.num_split_slots + split;
     *reinterpret_cast<float2 *>(P.partial_out + (item * P.num_heads + head) * out_size + c) =
         make_float2(o0, o1);
-    if (c == 0) P.partial_ml[item * P.num_heads + head] = make_float2(m, l);
+    if (c == 0) P.partial_ml[item * P.num_heads + head] = make_float2(row.m, row.l);
   }
 }
 
@@ -357,9 +369,10 @@ __device__ __forceinline__ void prefill_store_m16(const prefill_params &P,
     if (r >= R.valid_rows) continue;
     const int64_t token = R.first_token + r / P.heads_per_block;
     const int head = R.first_head + r % P.heads_per_block;
+    const prefill_row_state row = prefill_row_state_of<T>(P, head, splits, row_max[h], l);
     for_each_out_pair<C>(out_acc, h, col, [&](int c, float o0, float o1) {
       if (c < head_size)
-        prefill_store_pair<T, C>(P, token, head, kv_head, split, splits, c, row_max[h], l, o0, o1);
+        prefill_store_pair<T, C>(P, token, head, kv_head, split, splits, c, row, o0, o1);
     });
   }
 }
@@ -656,7 +669,8 @@ __device__ __forceinline__ void prefill_keys_split(const prefill_params &P,
     }
     const int64_t token = R.first_token + r / P.heads_per_block;
     const int head = R.first_head + r % P.heads_per_block;
-    prefill_store_pair<T, C>(P, token, head, kv_head, split, splits, c, m, l, o0, o1);
+    prefill_store_pair<T, C>(P, token, head, kv_head, split, splits, c,
+                             prefill_row_state_of<T>(P, head, splits, m, l), o0, o1);
   }
 }
 
