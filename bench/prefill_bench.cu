@@ -573,8 +573,8 @@ int main(int argc, char **argv) {
   const char *family = getenv("PA_PREFILL_KERNEL");
   printf("PREFILL kernels: %s\n", family && !strcmp(family, "mma.sync")
                                        ? "mma.sync (PA_PREFILL_KERNEL)"
-                                       : "the plan's choice (wgmma on compute capability 9.0 for "
-                                         "16-bit caches, else mma.sync)");
+                                       : "the plan's choice (wgmma on compute capability 9.0 "
+                                         "above 64 channels, else mma.sync)");
 
   const std::vector<pa_backend> all_three = {PA_BACKEND_PREFILL, PA_BACKEND_AUTO,
                                              PA_BACKEND_UNFUSED};

@@ -129,5 +129,23 @@ __device__ __forceinline__ uint32_t codes_to_t2(uint32_t codes) {
   }
 }
 
+// Eight 8-bit codes (channel order, low byte first) as eight T values in order: one 16-byte chunk
+// of a T row, the codes converted exactly (the scales are applied elsewhere, as above).
+template <typename T, typename C>
+__device__ __forceinline__ uint4 codes8_to_t8(uint2 codes) {
+  return make_uint4(codes_to_t2<T, C, 0, 1>(codes.x), codes_to_t2<T, C, 2, 3>(codes.x),
+                    codes_to_t2<T, C, 0, 1>(codes.y), codes_to_t2<T, C, 2, 3>(codes.y));
+}
+
+// Eight T values (one 16-byte chunk of channels c .. c + 7), each times its channel's scale
+// (scale[0 .. 7]) and rounded to T once: a per-channel k_scale folded into Q.
+template <typename T>
+__device__ __forceinline__ uint4 scale_t8(uint4 v, const float *scale) {
+  T *e = reinterpret_cast<T *>(&v);
+#pragma unroll
+  for (int k = 0; k < 8; k++) e[k] = from_float<T>(to_float(e[k]) * __ldg(scale + k));
+  return v;
+}
+
 }  // namespace detail
 }  // namespace pa

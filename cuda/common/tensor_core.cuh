@@ -18,6 +18,14 @@ __device__ __forceinline__ void cp_async_16(void *smem_dst, const void *global_s
                "r"(src_bytes)
                : "memory");
 }
+// 8 bytes through L1 (.cg takes only 16), zero-filled the same way.
+__device__ __forceinline__ void cp_async_8(void *smem_dst, const void *global_src, bool fill) {
+  uint32_t dst = (uint32_t)__cvta_generic_to_shared(smem_dst);
+  int src_bytes = fill ? 8 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(global_src),
+               "r"(src_bytes)
+               : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }

@@ -52,15 +52,15 @@ prefill_variant mma_sync_variant() {
           prefill_occupancy<T, C, DMAX>,
           prefill_launch<T, C, DMAX>};
 }
-template <typename T, int DMAX>
+template <typename T, typename C, int DMAX>
 prefill_variant wgmma_variant() {
   return {PREFILL_WGMMA,
           kHopperThreads,
-          hopper_geometry<DMAX>::kSmemBytes,
+          hopper_geometry<C, DMAX>::kSmemBytes,
           kHopperRows,
-          prefill_hopper_set_smem<T, DMAX>,
-          prefill_hopper_occupancy<T, DMAX>,
-          prefill_hopper_launch<T, DMAX>};
+          prefill_hopper_set_smem<T, C, DMAX>,
+          prefill_hopper_occupancy<T, C, DMAX>,
+          prefill_hopper_launch<T, C, DMAX>};
 }
 
 // Whether this build holds sm_90a machine code: gpu_archs lists 90a (and not plain 90, whose cubin
@@ -79,7 +79,8 @@ bool built_for_sm90a() {
 }
 
 // The family a problem runs on: wgmma on a device of compute capability 9.0 (whose sm_90a cubin
-// this build holds) for 16-bit caches and head sizes above 64, else mma.sync.
+// this build holds) for head sizes above 64, every cache type (8-bit caches converted to T by the
+// kernel's producer), else mma.sync.
 // PA_PREFILL_KERNEL=mma.sync keeps every plan on mma.sync (for measurements and tests that compare
 // the two).
 prefill_family family_for(const pa__problem *p, const pa_device_caps *caps) {
@@ -87,9 +88,7 @@ prefill_family family_for(const pa__problem *p, const pa_device_caps *caps) {
   if (env && strcmp(env, "mma.sync") == 0) return PREFILL_MMA_SYNC;
   const bool sm90a = caps->compute_capability_major == 9 && caps->compute_capability_minor == 0 &&
                      built_for_sm90a();
-  const bool cache_holds_t = p->k_cache_dtype == p->dtype && p->v_cache_dtype == p->dtype;
-  return sm90a && cache_holds_t && prefill_dmax(p->head_size) >= 128 ? PREFILL_WGMMA
-                                                                    : PREFILL_MMA_SYNC;
+  return sm90a && prefill_dmax(p->head_size) >= 128 ? PREFILL_WGMMA : PREFILL_MMA_SYNC;
 }
 
 bool variant_for(const pa__problem *p, const pa_device_caps *caps, prefill_variant *v) {
@@ -98,11 +97,9 @@ bool variant_for(const pa__problem *p, const pa_device_caps *caps, prefill_varia
     using T = decltype(t);
     using C = decltype(c);
     const int dmax = prefill_dmax(p->head_size);
-    if constexpr (sizeof(C) == 2) {
-      if (family == PREFILL_WGMMA) {
-        *v = dmax == 128 ? wgmma_variant<T, 128>() : wgmma_variant<T, 256>();
-        return;
-      }
+    if (family == PREFILL_WGMMA) {
+      *v = dmax == 128 ? wgmma_variant<T, C, 128>() : wgmma_variant<T, C, 256>();
+      return;
     }
     *v = dmax == 64 ? mma_sync_variant<T, C, 64>()
                     : dmax == 128 ? mma_sync_variant<T, C, 128>() : mma_sync_variant<T, C, 256>();

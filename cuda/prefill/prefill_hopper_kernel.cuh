@@ -1,4 +1,4 @@
-// The PREFILL backend's Hopper kernels (sm_90a, 16-bit caches, head sizes 65..256): the work
+// The PREFILL backend's Hopper kernels (sm_90a, head sizes 65..256, every cache type): the work
 // units, row blocks, splits and schedule of prefill_kernel.cuh, computed by warpgroups with wgmma
 // and fed by a producer. (A 64-channel variant of this kernel failed the PREFILL matrix on the
 // H200 while its wgmma building blocks passed test_wgmma_layout: head sizes up to 64 stay on
@@ -13,6 +13,13 @@
 // counted on mbarriers (each producer thread's cp.async tracked on the slot's "full" barrier);
 // consumers free a stage on its "empty" barrier once their wgmmas have read it. The producer thus
 // runs up to kStages tiles and one unit ahead of the consumers, across units.
+// 8-bit caches (int8, fp8 e4m3): the producer stages each thread's codes (8 bytes of a row, the
+// channels of its 16-byte T chunk) with cp.async into a kStagingSlots ring of its own, one or two
+// tiles ahead, converts each landed tile exactly to T (codes8_to_t8) at the same swizzled places,
+// then fences the generic-proxy stores for wgmma and arrives on the stage's "full" barrier. No
+// scale is applied there: as in the mma.sync kernel, a per-tensor k_scale goes into the score
+// scale, a per-channel one into Q (the producer rescales the landed Q chunks), v_scale into the
+// output.
 // Two consumer warpgroups own 64 rows each of the 128-row block: S = Q K^T with wgmma m64n64k16
 // (Q as registers up to 128 channels, else from shared memory; K K-major), scale / softcap /
 // masks and the online softmax in registers (prefill_kernel.cuh's functions, on the same fragment
@@ -55,6 +62,9 @@ constexpr int kHopperTurnBarrier = 2;
 struct hopper_unit {
   int64_t first_token, key_base, tile_begin, tile_end;
   int32_t kv_head, split, splits, first_head, valid_rows, done;
+  // the score scale (prefill_qk_scale), read from here at each tile: a register held across the
+  // unit would spill at 256 channels
+  float qk_scale;
   int32_t row_lo[kHopperRows], row_hi[kHopperRows];  // admitted keys, relative to key_base
   // per 16-row group: the union of its rows' ranges (a warpgroup skips tiles outside its groups'
   // unions) and their intersection over the existing rows (tiles inside it need no mask)
@@ -71,35 +81,45 @@ struct hopper_scratch {
 // Shared memory of the kernel for head sizes up to DMAX, from a 1024-byte aligned base: the Q
 // slots ([128 rows] x DMAX, swizzled), the K/V stage ring (K then V, [64 keys] x DMAX, swizzled),
 // the unit slots, the stages' admitted-key flags, the barriers and the producer's scratch.
-template <int DMAX>
+// 8-bit caches (C of one byte) add the producer's code staging after the ring (a tile's K and V
+// codes per slot) and take fewer stages, within the 227 KB a block may have.
+template <typename C, int DMAX>
 struct hopper_geometry {
   static_assert(DMAX == 128 || DMAX == 256, "the Hopper kernels serve 128 and 256 channels");
-  static constexpr int kChunks = DMAX / 8;  // 16-byte chunks of a row
+  static constexpr bool kCodes = sizeof(C) == 1;  // the producer converts codes to T
+  static constexpr int kChunks = DMAX / 8;        // 16-byte chunks of a T row
   static constexpr int kQSlots = DMAX == 256 ? 1 : 2;
-  static constexpr int kStages = DMAX == 256 ? 2 : 4;
+  static constexpr int kStages = DMAX == 256 ? 2 : kCodes ? 3 : 4;
+  static constexpr int kStagingSlots = !kCodes ? 0 : DMAX == 256 ? 1 : 2;
   // Q as the A operand from registers (wgmma reads only K from shared memory); at 256 channels
   // the fragments would not fit beside the accumulators, and Q stays in shared memory
   static constexpr bool kQInRegisters = DMAX == 128;
   static constexpr int kQBytes = kHopperRows * DMAX * 2;
   static constexpr int kTileBytes = kPrefillTileKeys * DMAX * 2;  // K or V
   static constexpr int kStageOffset = kQSlots * kQBytes;
-  static constexpr int kUnitOffset = kStageOffset + kStages * 2 * kTileBytes;
+  static constexpr int kStagingBytes = 2 * kPrefillTileKeys * DMAX;  // K and V codes of a tile
+  static constexpr int kStagingOffset = kStageOffset + kStages * 2 * kTileBytes;
+  static constexpr int kUnitOffset = kStagingOffset + kStagingSlots * kStagingBytes;
   static constexpr int kFlagOffset = (kUnitOffset + kQSlots * (int)sizeof(hopper_unit) + 7) / 8 * 8;
   static constexpr int kBarrierOffset = kFlagOffset + kStages * 8;
   static constexpr int kScratchOffset = kBarrierOffset + (2 * kStages + 2 * kQSlots) * 8;
   // + 1024: the dynamic base is aligned at run time
   static constexpr int kSmemBytes = kScratchOffset + (int)sizeof(hopper_scratch) + 1024;
+  static_assert(kSmemBytes <= 227 * 1024, "a block of sm_90 has at most 227 KB of shared memory");
 };
 
-template <int DMAX>
+template <typename C, int DMAX>
 struct hopper_smem {
-  using G = hopper_geometry<DMAX>;
+  using G = hopper_geometry<C, DMAX>;
   unsigned char *base;  // 1024-byte aligned
   __device__ unsigned char *q(int slot) const { return base + slot * G::kQBytes; }
   __device__ unsigned char *k_tile(int stage) const {
     return base + G::kStageOffset + stage * 2 * G::kTileBytes;
   }
   __device__ unsigned char *v_tile(int stage) const { return k_tile(stage) + G::kTileBytes; }
+  __device__ unsigned char *staging(int slot) const {
+    return base + G::kStagingOffset + slot * G::kStagingBytes;
+  }
   __device__ hopper_unit *unit(int slot) const {
     return reinterpret_cast<hopper_unit *>(base + G::kUnitOffset) + slot;
   }
@@ -229,9 +249,10 @@ __device__ __forceinline__ void hopper_add_values(float (&out_acc)[DMAX / 8][4],
 
 // The producer warpgroup: units and their Q rows into the unit slots, their K/V tiles into the
 // stage ring, until the schedule runs out (then a slot says done).
-template <typename T, int DMAX>
-__device__ __forceinline__ void hopper_produce(const prefill_params &P, const hopper_smem<DMAX> &S) {
-  using G = hopper_geometry<DMAX>;
+template <typename T, typename C, int DMAX>
+__device__ __forceinline__ void hopper_produce(const prefill_params &P,
+                                               const hopper_smem<C, DMAX> &S) {
+  using G = hopper_geometry<C, DMAX>;
   // thread (run, chunk) loads 16-byte chunk `chunk` of kRunRows consecutive rows of each tile: a
   // run lies in one page (tiles start at multiples of 64 keys, kRunRows divides 16 <= block_size)
   constexpr int kRunRows = kPrefillTileKeys * G::kChunks / kHopperWarpgroupThreads;
@@ -241,7 +262,7 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P, const ho
   const int chunk = tid % G::kChunks, run = tid / G::kChunks;
   const int head_size = P.kv.head_size;
   const bool real_chunk = chunk * 8 < head_size;
-  const int64_t slot_bytes = (int64_t)P.kv.kv_num_heads * head_size * (int64_t)sizeof(T);
+  const int64_t slot_bytes = (int64_t)P.kv.kv_num_heads * head_size * (int64_t)sizeof(C);
   const unsigned char *k_base = reinterpret_cast<const unsigned char *>(P.k_cache);
   const unsigned char *v_base = reinterpret_cast<const unsigned char *>(P.v_cache);
   const T *q = reinterpret_cast<const T *>(P.q);
@@ -321,6 +342,7 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P, const ho
       U->first_head = rows.first_head;
       U->valid_rows = rows.valid_rows;
       U->done = 0;
+      U->qk_scale = prefill_qk_scale<C>(P);
     }
 
     // The Q rows (zero for other rows and channels past head_size: finite scores, discarded).
@@ -334,6 +356,22 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P, const ho
               (int64_t)(rows.first_head + r % P.heads_per_block) * head_size + c * 8;
       cp_async_16(q_slot + swizzle128_chunk_offset(kHopperRows, r, c), src, fill);
     }
+    if (is_quantized<C>::value && P.k_quant == PA_QUANT_PER_CHANNEL) {
+      // the per-channel k_scale into the thread's own landed chunks (scale_t8, as the mma.sync
+      // prologue does), then fenced for wgmma like the converted tiles below
+      cp_async_commit();  // the Q chunks' group (nothing else is in flight between units)
+      cp_async_wait<0>();
+      const float *k_scale = P.k_scale + (int64_t)w.kv_head * head_size;
+      for (int i = tid; i < kHopperRows * G::kChunks; i += kHopperWarpgroupThreads) {
+        const int r = i / G::kChunks, c = i % G::kChunks;
+        if (r < rows.valid_rows && c * 8 < head_size) {
+          uint4 *q_chunk =
+              reinterpret_cast<uint4 *>(q_slot + swizzle128_chunk_offset(kHopperRows, r, c));
+          *q_chunk = scale_t8<T>(*q_chunk, k_scale + c * 8);
+        }
+      }
+      fence_async_proxy();
+    }
     mbarrier_track_cp_async(S.unit_full(unit_pos.slot));
     mbarrier_arrive(S.unit_full(unit_pos.slot));
     unit_pos.advance();
@@ -344,36 +382,101 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P, const ho
       const int64_t key = tile * kPrefillTileKeys + run * kRunRows;
       return key < keys_union.hi ? kv_block_entry(P.kv, table_row, key) : -1;
     };
-    int32_t next_entry = tile_begin < tile_end ? entry(tile_begin) : -1;
-    for (int64_t tile = tile_begin; tile < tile_end; tile++) {
-      const int32_t block_id = kv_block_mapped(P.kv, next_entry);
-      if (tile + 1 < tile_end) next_entry = entry(tile + 1);
+    // This thread's run of `tile` in block block_id: its rows' loaded-key bits (in the unit's
+    // keys and mapped) and the byte offset of its chunk in the run's first row (rows are slot_bytes
+    // apart); a thread's chunk is 16 bytes of T, or the 8 codes of those channels.
+    auto run_source = [&](int64_t tile, int32_t block_id, uint32_t *valid) -> int64_t {
       const int64_t key0 = tile * kPrefillTileKeys + run * kRunRows;
       const int first_valid =
           (int)max((int64_t)0, min((int64_t)kRunRows, keys_union.lo - key0));
       const int end_valid = (int)max((int64_t)0, min((int64_t)kRunRows, keys_union.hi - key0));
-      const uint32_t valid =
-          block_id >= 0 ? ((1u << end_valid) - 1u) & ~((1u << first_valid) - 1u) : 0u;
-      const int64_t offset =
-          block_id >= 0
-              ? kv_row_offset(P.kv, block_id, key0, w.kv_head) * (int64_t)sizeof(T) + chunk * 16
-              : 0;
-      mbarrier_wait(S.empty(tile_pos.slot), tile_pos.phase ^ 1u);
-      unsigned char *k_tile = S.k_tile(tile_pos.slot), *v_tile = S.v_tile(tile_pos.slot);
+      *valid = block_id >= 0 ? ((1u << end_valid) - 1u) & ~((1u << first_valid) - 1u) : 0u;
+      return block_id >= 0 ? kv_row_offset(P.kv, block_id, key0, w.kv_head) * (int64_t)sizeof(C) +
+                                 chunk * 8 * (int)sizeof(C)
+                           : 0;
+    };
+    // the run's bits of the stage's loaded-keys word
+    auto write_run_bits = [&](int stage, uint32_t valid) {
+      using run_bits = std::conditional_t<kRunRows == 8, uint8_t, uint16_t>;
+      if (chunk == 0) reinterpret_cast<run_bits *>(S.loaded_keys(stage))[run] = (run_bits)valid;
+    };
+    int32_t next_entry = tile_begin < tile_end ? entry(tile_begin) : -1;
+    if constexpr (G::kCodes) {
+      // Staging slot s holds, for thread tid, its K codes of row i of the run at
+      // (i * kHopperWarpgroupThreads + tid) * 8 and the V codes kRunRows such rows later: each
+      // thread reads back only what it loaded (its cp.async.wait_group suffices), and a warp's
+      // 8-byte accesses are contiguous.
+      constexpr int kVCodes = kRunRows * kHopperWarpgroupThreads * 8;
+      static_assert(2 * kVCodes == G::kStagingBytes, "a slot holds a tile's K and V codes");
+      int64_t staged_tile = tile_begin;  // the next tile to stage
+      auto stage_codes = [&](int slot) {  // stages tile staged_tile (if any); its run bits
+        uint32_t valid = 0u;
+        if (staged_tile < tile_end) {
+          const int32_t block_id = kv_block_mapped(P.kv, next_entry);
+          if (staged_tile + 1 < tile_end) next_entry = entry(staged_tile + 1);
+          const int64_t offset = run_source(staged_tile, block_id, &valid);
+          unsigned char *codes = S.staging(slot) + tid * 8;
 #pragma unroll
-      for (int i = 0; i < kRunRows; i++) {
-        const int dst = swizzle128_chunk_offset(kPrefillTileKeys, run * kRunRows + i, chunk);
-        const bool fill = real_chunk && (valid >> i & 1u);
-        cp_async_16(k_tile + dst, fill ? k_base + offset + i * slot_bytes : k_base, fill);
-        cp_async_16(v_tile + dst, fill ? v_base + offset + i * slot_bytes : v_base, fill);
+          for (int i = 0; i < kRunRows; i++) {
+            const bool fill = real_chunk && (valid >> i & 1u);
+            unsigned char *dst = codes + i * kHopperWarpgroupThreads * 8;
+            cp_async_8(dst, fill ? k_base + offset + i * slot_bytes : k_base, fill);
+            cp_async_8(dst + kVCodes, fill ? v_base + offset + i * slot_bytes : v_base, fill);
+          }
+        }
+        cp_async_commit();  // empty past the unit's tiles: one group per tile position
+        staged_tile++;
+        return valid;
+      };
+      uint32_t staged_valid[G::kStagingSlots];  // the staged tiles' run bits, oldest first
+#pragma unroll
+      for (int s = 0; s < G::kStagingSlots; s++) staged_valid[s] = stage_codes(s);
+      for (int64_t tile = tile_begin; tile < tile_end; tile++) {
+        const int slot = (int)((tile - tile_begin) % G::kStagingSlots);
+        cp_async_wait<G::kStagingSlots - 1>();  // this thread's codes of `tile` have landed
+        mbarrier_wait(S.empty(tile_pos.slot), tile_pos.phase ^ 1u);
+        const unsigned char *codes = S.staging(slot) + tid * 8;
+        unsigned char *k_tile = S.k_tile(tile_pos.slot), *v_tile = S.v_tile(tile_pos.slot);
+#pragma unroll
+        for (int i = 0; i < kRunRows; i++) {
+          const int dst = swizzle128_chunk_offset(kPrefillTileKeys, run * kRunRows + i, chunk);
+          const unsigned char *src = codes + i * kHopperWarpgroupThreads * 8;
+          *reinterpret_cast<uint4 *>(k_tile + dst) =
+              codes8_to_t8<T, C>(*reinterpret_cast<const uint2 *>(src));
+          *reinterpret_cast<uint4 *>(v_tile + dst) =
+              codes8_to_t8<T, C>(*reinterpret_cast<const uint2 *>(src + kVCodes));
+        }
+        write_run_bits(tile_pos.slot, staged_valid[0]);
+        // generic-proxy stores that the consumers' wgmmas (the async proxy) read: the writer
+        // fences them before its release (the consumers' own fence after the wait stays, for the
+        // cp.async-filled Q and 16-bit tiles)
+        fence_async_proxy();
+        mbarrier_arrive(S.full(tile_pos.slot));
+        tile_pos.advance();
+#pragma unroll
+        for (int s = 0; s + 1 < G::kStagingSlots; s++) staged_valid[s] = staged_valid[s + 1];
+        staged_valid[G::kStagingSlots - 1] = stage_codes(slot);  // into the slot just read
       }
-      if (chunk == 0) {  // the run's bits of the tile's loaded-keys word
-        using run_bits = std::conditional_t<kRunRows == 8, uint8_t, uint16_t>;
-        reinterpret_cast<run_bits *>(S.loaded_keys(tile_pos.slot))[run] = (run_bits)valid;
+    } else {
+      for (int64_t tile = tile_begin; tile < tile_end; tile++) {
+        const int32_t block_id = kv_block_mapped(P.kv, next_entry);
+        if (tile + 1 < tile_end) next_entry = entry(tile + 1);
+        uint32_t valid;
+        const int64_t offset = run_source(tile, block_id, &valid);
+        mbarrier_wait(S.empty(tile_pos.slot), tile_pos.phase ^ 1u);
+        unsigned char *k_tile = S.k_tile(tile_pos.slot), *v_tile = S.v_tile(tile_pos.slot);
+#pragma unroll
+        for (int i = 0; i < kRunRows; i++) {
+          const int dst = swizzle128_chunk_offset(kPrefillTileKeys, run * kRunRows + i, chunk);
+          const bool fill = real_chunk && (valid >> i & 1u);
+          cp_async_16(k_tile + dst, fill ? k_base + offset + i * slot_bytes : k_base, fill);
+          cp_async_16(v_tile + dst, fill ? v_base + offset + i * slot_bytes : v_base, fill);
+        }
+        write_run_bits(tile_pos.slot, valid);
+        mbarrier_track_cp_async(S.full(tile_pos.slot));
+        mbarrier_arrive(S.full(tile_pos.slot));
+        tile_pos.advance();
       }
-      mbarrier_track_cp_async(S.full(tile_pos.slot));
-      mbarrier_arrive(S.full(tile_pos.slot));
-      tile_pos.advance();
     }
   }
   asm volatile("cp.async.wait_all;" ::: "memory");  // nothing lands after the thread has left
@@ -384,17 +487,18 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P, const ho
 // alone reads it: the lane that reads is the one that frees the stage (mbarrier_arrive on its
 // "empty" barrier), so the read is ordered before the producer's next write by that thread's own
 // arrive, not through __syncwarp.
-template <int DMAX>
-__device__ __forceinline__ void hopper_loaded_keys(const hopper_smem<DMAX> &S, int stage, int lane,
-                                                   uint32_t *lo, uint32_t *hi) {
+template <typename C, int DMAX>
+__device__ __forceinline__ void hopper_loaded_keys(const hopper_smem<C, DMAX> &S, int stage,
+                                                   int lane, uint32_t *lo, uint32_t *hi) {
   const uint64_t word = lane == 0 ? *S.loaded_keys(stage) : 0u;
   *lo = __shfl_sync(0xffffffffu, (uint32_t)word, 0);
   *hi = __shfl_sync(0xffffffffu, (uint32_t)(word >> 32), 0);
 }
 
-template <typename T, int DMAX>
-__device__ __forceinline__ void hopper_consume(const prefill_params &P, const hopper_smem<DMAX> &S) {
-  using G = hopper_geometry<DMAX>;
+template <typename T, typename C, int DMAX>
+__device__ __forceinline__ void hopper_consume(const prefill_params &P,
+                                               const hopper_smem<C, DMAX> &S) {
+  using G = hopper_geometry<C, DMAX>;
   constexpr int kSteps = DMAX / 16;
   constexpr int kOutTiles = DMAX / 8;
   const int consumer = threadIdx.x - kHopperWarpgroupThreads;
@@ -414,7 +518,7 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P, const ho
     hopper_unit *U = S.unit(unit_pos.slot);
     if (U->done) break;
     const prefill_row_block R = {U->first_token, U->key_base, U->row_lo,      U->row_hi,
-                                 U->first_head,  U->valid_rows, P.scale};
+                                 U->first_head,  U->valid_rows, U->qk_scale};
     const int64_t tile_begin = U->tile_begin, tile_end = U->tile_end;
     const int kv_head = U->kv_head, split = U->split;
     const int32_t splits = U->splits;
@@ -452,7 +556,7 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P, const ho
     // online-softmax step.
     auto scores_to_p = [&](int32_t key0, uint32_t mapped_lo, uint32_t mapped_hi,
                            float (&score)[1][8][4], uint32_t (&p_frag)[4][4]) {
-      transform_scores(score, R.qk_scale, P.softcap);
+      transform_scores(score, U->qk_scale, P.softcap);
       const bool unmasked = (mapped_lo & mapped_hi) == 0xffffffffu && key0 >= common_lo &&
                             key0 + kPrefillTileKeys <= common_hi;
       if (!unmasked) prefill_mask_scores(score[0], key0, mapped_lo, mapped_hi, my_lo, my_hi, col);
@@ -545,19 +649,21 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P, const ho
     if (lane == 0) mbarrier_arrive(S.unit_empty(unit_pos.slot));
     unit_pos.advance();
     if (wg_has_rows)
-      prefill_store_m16<T, T>(P, R, row0, out_acc, row_max, row_sum, kv_head, split, splits, lane);
+      prefill_store_m16<T, C, T>(P, R, row0, out_acc, row_max, row_sum, kv_head, split, splits,
+                                 lane);
   }
 }
 
 #endif  // PA_SM90A
 
 // A persistent grid of one CTA per multiprocessor; the producer takes the units.
-template <typename T, int DMAX>
+template <typename T, typename C, int DMAX>
 __global__ void __launch_bounds__(kHopperThreads, 1) prefill_hopper_kernel(const prefill_params P) {
 #if PA_SM90A
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  using G = hopper_geometry<DMAX>;
-  const hopper_smem<DMAX> S = {smem_raw + ((1024u - (shared_address(smem_raw) & 1023u)) & 1023u)};
+  using G = hopper_geometry<C, DMAX>;
+  const hopper_smem<C, DMAX> S = {smem_raw +
+                                  ((1024u - (shared_address(smem_raw) & 1023u)) & 1023u)};
   if (threadIdx.x == 0) {
     for (int i = 0; i < G::kStages; i++) {
       mbarrier_init(S.full(i), kHopperWarpgroupThreads);
@@ -573,39 +679,40 @@ __global__ void __launch_bounds__(kHopperThreads, 1) prefill_hopper_kernel(const
   wait_for_previous_kernel();
   if (threadIdx.x < kHopperWarpgroupThreads) {
     warpgroup_registers_release<kHopperProducerRegisters>();
-    hopper_produce<T, DMAX>(P, S);
+    hopper_produce<T, C, DMAX>(P, S);
   } else {
     warpgroup_registers_claim<kHopperConsumerRegisters>();
-    hopper_consume<T, DMAX>(P, S);
+    hopper_consume<T, C, DMAX>(P, S);
   }
 #endif
 }
 
-// Per-instantiation entry points, defined in prefill_hopper.cu.
-template <typename T, int DMAX>
+// Per-instantiation entry points, defined in the prefill_hopper*.cu translation units.
+template <typename T, typename C, int DMAX>
 cudaError_t prefill_hopper_set_smem(int smem_bytes);
-template <typename T, int DMAX>
+template <typename T, typename C, int DMAX>
 cudaError_t prefill_hopper_occupancy(int smem_bytes, int *ctas_per_sm);
-template <typename T, int DMAX>
+template <typename T, typename C, int DMAX>
 cudaError_t prefill_hopper_launch(const prefill_params &P, dim3 grid, int smem_bytes,
                                   cudaStream_t stream, bool chained);
 
-#define PA_PREFILL_HOPPER_INSTANTIATE(T, DMAX)                                                   \
-  template <>                                                                                    \
-  cudaError_t prefill_hopper_set_smem<T, DMAX>(int smem_bytes) {                                 \
-    return cudaFuncSetAttribute(prefill_hopper_kernel<T, DMAX>,                                  \
-                                cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);        \
-  }                                                                                              \
-  template <>                                                                                    \
-  cudaError_t prefill_hopper_occupancy<T, DMAX>(int smem_bytes, int *ctas_per_sm) {              \
-    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(                                        \
-        ctas_per_sm, prefill_hopper_kernel<T, DMAX>, kHopperThreads, smem_bytes);                \
-  }                                                                                              \
-  template <>                                                                                    \
-  cudaError_t prefill_hopper_launch<T, DMAX>(const prefill_params &P, dim3 grid, int smem_bytes, \
-                                             cudaStream_t stream, bool chained) {                \
-    return launch_chained(prefill_hopper_kernel<T, DMAX>, grid, kHopperThreads,                  \
-                          (size_t)smem_bytes, stream, chained, P);                               \
+#define PA_PREFILL_HOPPER_INSTANTIATE(T, C, DMAX)                                                  \
+  template <>                                                                                      \
+  cudaError_t prefill_hopper_set_smem<T, C, DMAX>(int smem_bytes) {                                \
+    return cudaFuncSetAttribute(prefill_hopper_kernel<T, C, DMAX>,                                 \
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);          \
+  }                                                                                                \
+  template <>                                                                                      \
+  cudaError_t prefill_hopper_occupancy<T, C, DMAX>(int smem_bytes, int *ctas_per_sm) {             \
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(                                          \
+        ctas_per_sm, prefill_hopper_kernel<T, C, DMAX>, kHopperThreads, smem_bytes);               \
+  }                                                                                                \
+  template <>                                                                                      \
+  cudaError_t prefill_hopper_launch<T, C, DMAX>(const prefill_params &P, dim3 grid,                \
+                                                int smem_bytes, cudaStream_t stream,               \
+                                                bool chained) {                                    \
+    return launch_chained(prefill_hopper_kernel<T, C, DMAX>, grid, kHopperThreads,                 \
+                          (size_t)smem_bytes, stream, chained, P);                                 \
   }
 
 }  // namespace detail

@@ -212,6 +212,13 @@ __device__ __forceinline__ void transform_scores(float (&score)[A][B][4], float 
   }
 }
 
+// The score scale: the attention scale, times a per-tensor k_scale (a per-channel one goes into Q).
+template <typename C>
+__device__ __forceinline__ float prefill_qk_scale(const prefill_params &P) {
+  if (is_quantized<C>::value && P.k_quant == PA_QUANT_PER_TENSOR) return P.scale * __ldg(P.k_scale);
+  return P.scale;
+}
+
 // What a unit's compute needs besides the loader: its rows (row r of the block is query head
 // row_head(r) of packed token row_token(r)), each row's admitted keys relative to the unit's first
 // key `key_base` (shared row_lo / row_hi), the score scale and where results go.
@@ -350,8 +357,10 @@ __device__ __forceinline__ void prefill_p_fragment(const float (&score)[kNTiles]
 }
 
 // Finalizes (or writes as partials) an m16 tile of rows row0 .. row0 + 15 of the block straight
-// from the accumulators, each thread its rows' pairs of adjacent channels.
-template <typename T, typename C, int kOutTiles>
+// from the accumulators, each thread its rows' pairs of adjacent channels. C: the cache type (its
+// v_scale); Fragments: the type whose V fragments the accumulators follow (prefill_out_channel; T
+// where the V tile was converted to T before the MMA, as in the wgmma kernels).
+template <typename T, typename C, typename Fragments = C, int kOutTiles>
 __device__ __forceinline__ void prefill_store_m16(const prefill_params &P,
                                                   const prefill_row_block &R, int row0,
                                                   const float (&out_acc)[kOutTiles][4],
@@ -370,7 +379,7 @@ __device__ __forceinline__ void prefill_store_m16(const prefill_params &P,
     const int64_t token = R.first_token + r / P.heads_per_block;
     const int head = R.first_head + r % P.heads_per_block;
     const prefill_row_state row = prefill_row_state_of<T>(P, head, splits, row_max[h], l);
-    for_each_out_pair<C>(out_acc, h, col, [&](int c, float o0, float o1) {
+    for_each_out_pair<Fragments>(out_acc, h, col, [&](int c, float o0, float o1) {
       if (c < head_size)
         prefill_store_pair<T, C>(P, token, head, kv_head, split, splits, c, row, o0, o1);
     });
@@ -803,8 +812,7 @@ __device__ __forceinline__ prefill_unit_setup prefill_unit_prologue(
 
   // Q rows into shared memory, a per-channel k_scale folded in; other rows and channels beyond
   // head_size are zero (their scores are finite and discarded).
-  float qk_scale = P.scale;
-  if (is_quantized<C>::value && P.k_quant == PA_QUANT_PER_TENSOR) qk_scale *= __ldg(P.k_scale);
+  const float qk_scale = prefill_qk_scale<C>(P);
   const bool fold_k_scale = is_quantized<C>::value && P.k_quant == PA_QUANT_PER_CHANNEL;
   constexpr int vecs_per_row = kQWidth / 8;
   for (int i = tid; i < kRows * vecs_per_row; i += kThreads) {
@@ -815,13 +823,7 @@ __device__ __forceinline__ prefill_unit_setup prefill_unit_prologue(
       const int head = first_head + r % P.heads_per_block;
       v = *reinterpret_cast<const uint4 *>(reinterpret_cast<const T *>(P.q) +
                                            token * P.q_row_stride + (int64_t)head * head_size + c);
-      if (fold_k_scale) {
-        T *e = reinterpret_cast<T *>(&v);
-#pragma unroll
-        for (int k = 0; k < 8; k++)
-          e[k] = from_float<T>(to_float(e[k]) *
-                               __ldg(P.k_scale + (int64_t)kv_head * head_size + c + k));
-      }
+      if (fold_k_scale) v = scale_t8<T>(v, P.k_scale + (int64_t)kv_head * head_size + c);
     }
     warp_fragments<T, C>::store_q(q_smem + r * q_stride, c, v);
   }

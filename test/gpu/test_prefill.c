@@ -10,7 +10,7 @@
  * step), attention_metadata invariance (absent == tight == loose, bitwise), under-sized bounds and
  * out-of-range ids (for compute-sanitizer), and plan-level checks on the real device: AUTO picks
  * PREFILL for prefill-shaped steps and DECODE for decode-shaped ones, the kernel family PREFILL
- * plans pick (wgmma on compute capability 9.0 for 16-bit caches), forced PREFILL refuses
+ * plans pick (wgmma on compute capability 9.0 above 64 channels), forced PREFILL refuses
  * attention_bias / output_qk / LATENT / head_size 72 naming the feature, the workspace of a
  * 256 x 4-token verify step over 4k stays below 1 GiB without attention_metadata, and an execute
  * with one byte too little workspace launches nothing.
@@ -674,9 +674,10 @@ static int auto_choice(void) {
 }
 
 /* The kernel family PREFILL plans pick (pa__prefill_kernel_family): on compute capability 9.0, the
- * sm_90a wgmma kernels for fp16 / bf16 caches at head sizes above 64, forced and through AUTO, and
- * mma.sync for head sizes up to 64 and for 8-bit caches; mma.sync elsewhere, or everywhere with
- * PA_PREFILL_KERNEL=mma.sync. So a run of the matrices on an H200 proves which kernels it tested. */
+ * sm_90a wgmma kernels at head sizes above 64 for every cache type (fp16 / bf16, and int8 / fp8
+ * converted by the producer), forced and through AUTO, and mma.sync for head sizes up to 64;
+ * mma.sync elsewhere, or everywhere with PA_PREFILL_KERNEL=mma.sync. So a run of the matrices on an
+ * H200 proves which kernels it tested. */
 static int expect_family(const request *r, pa_backend b, const char *want, const char *what) {
   pa_plan *plan = NULL;
   pa_status st = plan_request(r, b, NULL, &plan);
@@ -689,7 +690,7 @@ static int expect_family(const request *r, pa_backend b, const char *want, const
   return ok;
 }
 
-static const char *sixteen_bit_family(void) {
+static const char *wide_head_family(void) {
   int device = 0;
   struct cudaDeviceProp prop;
   const char *env = getenv("PA_PREFILL_KERNEL");
@@ -700,7 +701,7 @@ static const char *sixteen_bit_family(void) {
 }
 
 static int kernel_family(void) {
-  const char *want = sixteen_bit_family();
+  const char *want = wide_head_family();
   int ok = 1;
   const int32_t heads[] = {48, 64, 80, 128, 256};
   for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) {
@@ -714,12 +715,28 @@ static int kernel_family(void) {
   }
   request r = make_request(32, 8, 128, PA_DTYPE_FLOAT16, 3, 40, 64, 8);
   ok &= expect_family(&r, PA_BACKEND_PREFILL, want, "fp16, head_size 128, block 64");
-  r = prefill_shaped(128);
-  r.in[PA_IN_KEY_CACHE].dtype = r.in[PA_IN_VALUE_CACHE].dtype = PA_DTYPE_INT8;
-  r.attrs.k_quant_type = r.attrs.v_quant_type = PA_QUANT_PER_TENSOR;
-  r.in[PA_IN_K_SCALE] = r.in[PA_IN_V_SCALE] = tensor_desc(PA_DTYPE_FLOAT32, 1, 1, 0, 0, 0);
-  ok &= expect_family(&r, PA_BACKEND_PREFILL, "mma.sync", "int8 cache");
-  fprintf(stderr, "prefill: fp16 / bf16 caches over 64 channels run on the %s kernels\n", want);
+  /* 8-bit caches: the same families (per-tensor int8, per-channel fp8; 64 channels stay on
+   * mma.sync) */
+  const int32_t quantized_heads[] = {64, 128, 256};
+  for (size_t i = 0; i < sizeof quantized_heads / sizeof quantized_heads[0]; i++) {
+    const int32_t head_size = quantized_heads[i];
+    const char *want_here = head_size <= 64 ? "mma.sync" : want;
+    char what[96];
+    r = prefill_shaped(head_size);
+    r.in[PA_IN_KEY_CACHE].dtype = r.in[PA_IN_VALUE_CACHE].dtype = PA_DTYPE_INT8;
+    r.attrs.k_quant_type = r.attrs.v_quant_type = PA_QUANT_PER_TENSOR;
+    r.in[PA_IN_K_SCALE] = r.in[PA_IN_V_SCALE] = tensor_desc(PA_DTYPE_FLOAT32, 1, 1, 0, 0, 0);
+    snprintf(what, sizeof what, "int8 cache per tensor, head_size %d", head_size);
+    ok &= expect_family(&r, PA_BACKEND_PREFILL, want_here, what);
+    r = prefill_shaped(head_size);
+    r.in[PA_IN_KEY_CACHE].dtype = r.in[PA_IN_VALUE_CACHE].dtype = PA_DTYPE_FLOAT8_E4M3FN;
+    r.attrs.k_quant_type = r.attrs.v_quant_type = PA_QUANT_PER_CHANNEL;
+    r.in[PA_IN_K_SCALE] = r.in[PA_IN_V_SCALE] =
+        tensor_desc(PA_DTYPE_FLOAT32, 3, r.attrs.kv_num_heads, 1, head_size, 0);
+    snprintf(what, sizeof what, "fp8 cache per channel, head_size %d", head_size);
+    ok &= expect_family(&r, PA_BACKEND_PREFILL, want_here, what);
+  }
+  fprintf(stderr, "prefill: caches over 64 channels run on the %s kernels\n", want);
   return ok;
 }
 
