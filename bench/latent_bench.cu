@@ -223,6 +223,12 @@ int main(int argc, char **argv) {
   printf("device %s, %d SMs; dense bf16 GEMM %.1f TFLOP/s, device-to-device copy %.2f TB/s "
          "(read + write)\n",
          prop.name, prop.multiProcessorCount, gemm, copy);
+  const char *family = getenv("PA_LATENT_KERNEL");
+  printf("LATENT kernels: %s\n", family && !strcmp(family, "mma.sync")
+                                      ? "mma.sync (PA_LATENT_KERNEL)"
+                                      : "the plan's choice (wgmma on compute capability 9.0 for "
+                                        "16-bit caches at 576 / 512 with the 64-row tile, else "
+                                        "mma.sync)");
   FILE *csv = csv_path ? fopen(csv_path, "w") : nullptr;
   if (csv) fprintf(csv, "label,backend,us,tflops,tbps,pct\n");
   int failures = 0;

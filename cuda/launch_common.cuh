@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "common/numeric.cuh"
 #include "common/paged_kv.cuh"
@@ -24,6 +25,21 @@ inline paged_kv_layout paged_kv_layout_of(const pa__problem &p) {
   kv.kv_num_heads = p.kv_num_heads;
   kv.head_size = p.head_size;
   return kv;
+}
+
+// Whether this build holds sm_90a machine code: gpu_archs lists 90a (and not plain 90, whose cubin
+// a 9.0 device might run instead).
+inline bool built_for_sm90a() {
+  bool sm90a = false, sm90 = false;
+  const char *arch = PA_GPU_ARCHS;
+  while (*arch) {
+    const char *end = strchr(arch, ',');
+    const size_t length = end ? (size_t)(end - arch) : strlen(arch);
+    if (length == 3 && strncmp(arch, "90a", 3) == 0) sm90a = true;
+    if (length == 2 && strncmp(arch, "90", 2) == 0) sm90 = true;
+    arch += length + (end ? 1 : 0);
+  }
+  return sm90a && !sm90;
 }
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -151,6 +151,12 @@ int pa__unfused_chunking(const pa_plan *plan, pa__unfused_chunks *out);
  * variable PA_PREFILL_KERNEL=mma.sync, read at plan time, keeps every plan on "mma.sync". */
 const char *pa__prefill_kernel_family(const pa_plan *plan);
 
+/* ---- LATENT's kernel family (cuda/latent/latent.cu) --------------------------------------------
+ * The same for LATENT plans: "wgmma" (the sm_90a kernel: compute capability 9.0, fp16 / bf16
+ * caches, head_size 576, v_head_size 512) or "mma.sync"; NULL for any other plan.
+ * PA_LATENT_KERNEL=mma.sync, read at plan time, keeps every plan on "mma.sync". */
+const char *pa__latent_kernel_family(const pa_plan *plan);
+
 /* Device queries (lib/device.c); cached per device. */
 pa_status pa__device_caps_cached(int32_t device, pa_device_caps *caps);
 

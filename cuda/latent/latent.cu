@@ -1,7 +1,8 @@
 // The LATENT backend's launcher: fused absorbed MLA decode on tensor cores (kernel in
-// latent_kernel.cuh). Plan time fixes the kernel variant, the row-block geometry, the split size,
-// the grid and the workspace; run fills the pointers and launches PREFILL's schedule kernel, the
-// attention and, with splits, the merge.
+// latent_kernel.cuh; on compute capability 9.0 the sm_90a wgmma kernel of latent_hopper_kernel.cuh
+// for 16-bit caches at 576 / 512 channels). Plan time fixes the kernel variant, the row-block
+// geometry, the split size, the grid and the workspace; run fills the pointers and launches
+// PREFILL's schedule kernel, the attention and, with splits, the merge.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "../launch_common.cuh"
 #include "../prefill/launch_row_blocks.cuh"
 #include "internal.h"
+#include "latent_hopper_kernel.cuh"
 #include "latent_kernel.cuh"
 
 namespace pa {
@@ -26,6 +28,8 @@ constexpr int64_t kMaxPartialBytes = (int64_t)256 << 20;
 constexpr int kMergeVecs = kLatentValueWidth / 128;
 
 struct latent_variant {
+  const char *family;  // "wgmma" or "mma.sync"
+  int threads, smem_bytes;
   cudaError_t (*set_smem)(int smem_bytes);
   cudaError_t (*launch)(const prefill_params &P, dim3 grid, int smem_bytes, cudaStream_t stream,
                         bool chained);
@@ -43,20 +47,37 @@ int rows_of(const pa__problem *p) {
   return (int64_t)p->num_heads * tokens_per_seq <= 32 ? 32 : 64;
 }
 
-bool variant_for(const pa__problem *p, latent_variant *v) {
+// The kernel: where the 64-row tile is chosen, the sm_90a wgmma kernel on a device of compute
+// capability 9.0 (whose sm_90a cubin this build holds) for caches that hold T at head_size 576 /
+// v_head_size 512; else mma.sync. PA_LATENT_KERNEL=mma.sync, read at plan time, keeps every plan
+// on mma.sync (for measurements and tests that compare them).
+static_assert(kLatentHopperRows == 64, "the wgmma kernel takes the 64-row blocks");
+bool variant_for(const pa__problem *p, const pa_device_caps *caps, latent_variant *v) {
   const int rows = rows_of(p);
+  const char *env = getenv("PA_LATENT_KERNEL");
+  const bool wgmma = !(env && strcmp(env, "mma.sync") == 0) && rows == kLatentHopperRows &&
+                     caps->compute_capability_major == 9 && caps->compute_capability_minor == 0 &&
+                     built_for_sm90a() && p->k_cache_dtype == p->dtype &&
+                     p->head_size == kLatentHopperWidth &&
+                     p->v_head_size == kLatentHopperValueWidth;
   return for_kernel_types(p, [&](auto t, auto c) {
     using T = decltype(t);
     using C = decltype(c);
+    const int smem_bytes = latent_smem_bytes((int)sizeof(C), rows);
+    if constexpr (sizeof(C) == 2) {
+      if (wgmma) {
+        *v = {"wgmma", kLatentHopperThreads, latent_hopper_geometry::kSmemBytes,
+              latent_hopper_set_smem<T>, latent_hopper_launch<T>};
+        return;
+      }
+    }
     if (rows == 32)
-      *v = {latent_set_smem<T, C, 32>, latent_launch<T, C, 32>};
+      *v = {"mma.sync", kLatentThreads, smem_bytes, latent_set_smem<T, C, 32>,
+            latent_launch<T, C, 32>};
     else
-      *v = {latent_set_smem<T, C, 64>, latent_launch<T, C, 64>};
+      *v = {"mma.sync", kLatentThreads, smem_bytes, latent_set_smem<T, C, 64>,
+            latent_launch<T, C, 64>};
   });
-}
-
-int smem_bytes_of(const pa__problem *p) {
-  return latent_smem_bytes((int)pa_dtype_size(p->k_cache_dtype), rows_of(p));
 }
 
 // The row-block geometry: a block is up to rows_of(p) (token, query head) rows.
@@ -85,14 +106,14 @@ pa_status latent_check(const pa__problem *p, const pa_device_caps *caps, char *w
     return unsupported(why, why_size, "v_head_size %d (needs a multiple of 8 up to %d)",
                        p->v_head_size, kLatentValueWidth);
   latent_variant v;
-  if (!variant_for(p, &v))
+  if (!variant_for(p, caps, &v))
     return unsupported(why, why_size, "key_cache dtype %s",
                        pa_dtype_size(p->k_cache_dtype) == 1 ? "float8e4m3fn (not built)"
                                                             : "other than T, int8, float8e4m3fn");
   if (caps->compute_capability_major < 8)
     return unsupported(why, why_size, "compute capability %d.%d (needs 8.0 or newer)",
                        caps->compute_capability_major, caps->compute_capability_minor);
-  const int smem_bytes = smem_bytes_of(p);
+  const int smem_bytes = v.smem_bytes;
   if (smem_bytes > caps->max_shared_memory_per_block_optin)
     return unsupported(why, why_size,
                        "key_cache dtype %s (needs %d bytes of shared memory per block, the "
@@ -118,9 +139,9 @@ pa_status latent_plan(pa_plan *plan, int setup_device) {
   latent_state *s = (latent_state *)calloc(1, sizeof *s);
   if (!s) return pa__fail(PA_ERROR_OUT_OF_MEMORY, "plan: host allocation failed");
   plan->backend_state = s;
-  if (!variant_for(p, &s->variant))
+  if (!variant_for(p, &plan->caps, &s->variant))
     return pa__fail(PA_ERROR_INTERNAL, "LATENT: no kernel for this problem after check passed");
-  s->smem_bytes = smem_bytes_of(p);
+  s->smem_bytes = s->variant.smem_bytes;
   s->chained = plan->caps.compute_capability_major >= 9;
   const row_geometry g = row_geometry_of(p);
   // One CTA per multiprocessor (launch bounds and shared memory). The 32-row tile is memory-bound:
@@ -204,9 +225,11 @@ pa_status latent_plan(pa_plan *plan, int setup_device) {
   const char *env = getenv("PA_DEBUG");
   if (env && strcmp(env, "1") == 0)
     fprintf(stderr,
-            "[pagedattn] LATENT: grid %u, %d threads, %d B shared, %d-row tile, row blocks of %d "
-            "tokens x %d heads (%d per token), %d tiles of %d keys per split, %d split slots%s\n",
-            s->grid.x, kLatentThreads, s->smem_bytes, rows_of(p), g.tokens_per_block,
+            "[pagedattn] LATENT (%s): grid %u, %d threads, %d B shared, %d-row tile, row blocks "
+            "of %d tokens x %d heads (%d per token), %d tiles of %d keys per split, %d split "
+            "slots%s\n",
+            s->variant.family, s->grid.x, s->variant.threads, s->smem_bytes, rows_of(p),
+            g.tokens_per_block,
             g.heads_per_block, g.head_blocks, P.tiles_per_split, kLatentTileKeys, P.num_split_slots,
             P.num_split_slots > 1 ? " + merge" : "");
   return PA_SUCCESS;
@@ -240,6 +263,11 @@ void latent_destroy(pa_plan *plan) {
 }  // namespace
 }  // namespace detail
 }  // namespace pa
+
+extern "C" const char *pa__latent_kernel_family(const pa_plan *plan) {
+  if (!plan || plan->backend != PA_BACKEND_LATENT || !plan->backend_state) return NULL;
+  return static_cast<const pa::detail::latent_state *>(plan->backend_state)->variant.family;
+}
 
 extern "C" const pa__backend_ops pa__latent_backend = {
     PA_BACKEND_LATENT, pa::detail::latent_check, pa::detail::latent_plan,

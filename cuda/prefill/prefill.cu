@@ -63,21 +63,6 @@ prefill_variant wgmma_variant() {
           prefill_hopper_launch<T, C, DMAX>};
 }
 
-// Whether this build holds sm_90a machine code: gpu_archs lists 90a (and not plain 90, whose cubin
-// a 9.0 device might run instead).
-bool built_for_sm90a() {
-  bool sm90a = false, sm90 = false;
-  const char *arch = PA_GPU_ARCHS;
-  while (*arch) {
-    const char *end = strchr(arch, ',');
-    const size_t length = end ? (size_t)(end - arch) : strlen(arch);
-    if (length == 3 && strncmp(arch, "90a", 3) == 0) sm90a = true;
-    if (length == 2 && strncmp(arch, "90", 2) == 0) sm90 = true;
-    arch += length + (end ? 1 : 0);
-  }
-  return sm90a && !sm90;
-}
-
 // The family a problem runs on: wgmma on a device of compute capability 9.0 (whose sm_90a cubin
 // this build holds) for head sizes above 64, every cache type (8-bit caches converted to T by the
 // kernel's producer), else mma.sync.

@@ -10,7 +10,9 @@
  * compute-sanitizer), the matrices' core through AUTO, and the absorbed == non-absorbed invariant of
  * the reference suite (mla_case.h) with the absorbed form on LATENT: a prefill step then a decode
  * step through the GPU's latent cache, where AUTO must pick UNFUSED for the first and LATENT for
- * the second.
+ * the second. The plans' kernel family (pa__latent_kernel_family) proves which kernel the matrices
+ * ran: the sm_90a wgmma kernel on compute capability 9.0 for fp16 / bf16 caches at 576 / 512
+ * channels, mma.sync for everything else (and everywhere with PA_LATENT_KERNEL=mma.sync).
  *
  * PA_GPU_TEST_QUICK=1 runs a reduced matrix (for compute-sanitizer); PA_GPU_TEST_SHARD=i/n splits
  * the matrices between processes (harness). */
@@ -22,6 +24,7 @@
 #include <cuda_runtime_api.h>
 
 #include "harness.h"
+#include "internal.h" /* pa__latent_kernel_family */
 #include "host_numeric.h"
 #include "mla_case.h"
 
@@ -370,6 +373,74 @@ static int absorbed_mla_on_latent(void) {
   return ok;
 }
 
+/* Plans a step of two sequences (1 and 2 query tokens) on LATENT (num_heads, dtype, cache dtype,
+ * latent row head_size / v_head_size) and compares the plan's kernel family with `want`. */
+static int expect_family(int32_t num_heads, pa_dtype dtype, pa_dtype cache_dtype,
+                         int32_t head_size, int32_t v_head_size, const char *want) {
+  static const int32_t q_lens[2] = {1, 2}, past_lens[2] = {70, 200};
+  pa_case_config cfg;
+  pa_case_config_init(&cfg);
+  cfg.seed = seed;
+  cfg.dtype = dtype;
+  cfg.cache_dtype = cache_dtype;
+  cfg.head_size = head_size;
+  cfg.batch_size = 2;
+  cfg.q_lens = q_lens;
+  cfg.past_lens = past_lens;
+  cfg.attrs.num_heads = num_heads;
+  cfg.attrs.kv_num_heads = 1;
+  cfg.attrs.kv_cache_layout = PA_KV_CACHE_LAYOUT_LATENT;
+  cfg.attrs.v_head_size = v_head_size;
+  cfg.attrs.scale = 0.125f; /* required when v_head_size != head_size */
+  if (cache_dtype == PA_DTYPE_INT8) cfg.attrs.k_quant_type = PA_QUANT_PER_TENSOR;
+  pa_case c;
+  if (pa_case_build(&c, &cfg) != PA_SUCCESS) {
+    fprintf(stderr, "FAIL kernel_family: case %d / %d not built\n", head_size, v_head_size);
+    return 0;
+  }
+  pa_plan_options options;
+  pa_plan_options_init(&options);
+  options.backend = PA_BACKEND_LATENT;
+  pa_plan *plan = NULL;
+  const pa_status st =
+      pa_plan_create(&plan, &c.config.attrs, c.inputs_desc, c.outputs_desc, &options);
+  const char *got = st == PA_SUCCESS ? pa__latent_kernel_family(plan) : NULL;
+  const int ok = got && strcmp(got, want) == 0;
+  if (!ok) {
+    char message[256];
+    pa_last_error_message(message, sizeof message);
+    fprintf(stderr, "FAIL kernel_family (%d heads, dtype %d, cache dtype %d, %d / %d): expected "
+            "%s, got %s (%s: %s)\n", num_heads, (int)dtype, (int)cache_dtype, head_size, v_head_size,
+            want, got ? got : "no LATENT plan", pa_status_string(st), message);
+  }
+  pa_plan_destroy(plan);
+  pa_case_free(&c);
+  return ok;
+}
+
+static int kernel_family(void) {
+  int device = 0;
+  struct cudaDeviceProp prop;
+  const char *env = getenv("PA_LATENT_KERNEL");
+  const int hopper = !(env && strcmp(env, "mma.sync") == 0) &&
+                     cudaGetDevice(&device) == cudaSuccess &&
+                     cudaGetDeviceProperties(&prop, device) == cudaSuccess && prop.major == 9 &&
+                     prop.minor == 0;
+  const char *want = hopper ? "wgmma" : "mma.sync";
+  /* the 64-row tile (more than 32 rows per sequence) */
+  int ok = expect_family(128, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16, 576, 512, want);
+  ok &= expect_family(128, PA_DTYPE_FLOAT16, PA_DTYPE_FLOAT16, 576, 512, want);
+  ok &= expect_family(32, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16, 576, 512, want);
+  ok &= expect_family(128, PA_DTYPE_FLOAT16, PA_DTYPE_INT8, 576, 512, "mma.sync");
+  ok &= expect_family(128, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16, 128, 64, "mma.sync");
+  ok &= expect_family(128, PA_DTYPE_FLOAT16, PA_DTYPE_FLOAT16, 576, 448, "mma.sync");
+  /* the 32-row tile (16 heads x 2 tokens per sequence on average) */
+  ok &= expect_family(16, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16, 576, 512, "mma.sync");
+  fprintf(stderr, "latent: fp16 / bf16 caches at 576 / 512 channels, 64-row tile, run on the %s "
+                  "kernel\n", want);
+  return ok;
+}
+
 int main(void) {
   if (!gpu_available()) {
     fprintf(stderr, "no CUDA device: skipped\n");
@@ -378,6 +449,9 @@ int main(void) {
   seed = gpu_test_seed();
   const int quick = gpu_test_quick();
   gpu_matrix_result all = {0, 0, 0, 0};
+  const int family_ok = kernel_family();
+  gpu_matrix_count(&all, family_ok ? GPU_PASS : GPU_FAIL);
+  fprintf(stderr, "%s kernel_family\n", family_ok ? "ok  " : "FAIL");
   matrix(&all, quick);
   replay_and_bounds(&all, quick);
   {

@@ -1,12 +1,16 @@
 /* The wgmma building blocks of the Hopper PREFILL kernels (cuda/prefill/prefill_hopper_kernel.cuh)
- * alone, against CPU loops, so that a wrong swizzle, descriptor or fragment layout shows here by
- * itself rather than as a wrong attention output: two warpgroups, a 128-row Q tile, 64-key K and V
- * tiles stored at their swizzled places, then for each warpgroup S = Q K^T with Q as register
- * fragments and from shared memory (hopper_scores), and O = P V with P built into A fragments by
- * prefill_p_fragment (hopper_add_values), for 64, 128 and 256 channels in fp16 and bf16 (the kernel
- * is built for 128 and 256; 64 shows the blocks are right there too). The values
- * are small multiples of powers of two, so every product and sum is exact: results must match
- * bit for bit. The first mismatch (row, column, expected, actual) is printed.
+ * and of the Hopper LATENT kernel (cuda/latent/latent_hopper_kernel.cuh) alone, against CPU loops,
+ * so that a wrong swizzle, descriptor or fragment layout shows here by itself rather than as a wrong
+ * attention output: two warpgroups, a 128-row Q tile, 64-key K and V tiles stored at their swizzled
+ * places, then for each warpgroup S = Q K^T with Q as register fragments and from shared memory
+ * (hopper_scores), and O = P V with P built into A fragments by prefill_p_fragment
+ * (hopper_add_values); LATENT's: S 32 keys at a time with Q and K from shared memory
+ * (latent_hopper_scores, wgmma m64n32k16, K from row 0 or 32 of its tile), and O = P V with P
+ * stored into a swizzled 64 x 64 panel (latent_hopper_store_p) and read back as A fragments. For
+ * 64, 128 and 256 channels in fp16 and bf16 (the PREFILL kernel is built for 128 and 256, LATENT's
+ * for 576; the others show the blocks are right there too). The values are small multiples of
+ * powers of two, so every product and sum is exact: results must match bit for bit. The first
+ * mismatch (row, column, expected, actual) is printed.
  * Runs on compute capability 9.0 only (the sm_90a cubin); exits 77 (skipped) elsewhere. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +19,7 @@
 
 #include <cuda_runtime.h>
 
+#include "../../cuda/latent/latent_hopper_kernel.cuh"
 #include "../../cuda/prefill/prefill_hopper_kernel.cuh"
 
 using namespace pa::detail;
@@ -25,18 +30,20 @@ constexpr int kQRows = 128, kKeys = 64, kThreads = 256;
 
 template <int D>
 constexpr int smem_bytes() {
-  return (kQRows + 2 * kKeys) * D * 2 + 1024;
+  return (kQRows + 2 * kKeys) * D * 2 + 2 * kKeys * kKeys * 2 + 1024;  // + a P panel per warpgroup
 }
 
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads) layout_kernel(const T *q, const T *k, const T *v,
                                                           const float *p, float *s_registers,
-                                                          float *s_shared, float *o) {
+                                                          float *s_shared, float *o,
+                                                          float *s_n32, float *o_panel) {
 #if PA_SM90A
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char *q_tile = smem_raw + ((1024u - (shared_address(smem_raw) & 1023u)) & 1023u);
   unsigned char *k_tile = q_tile + kQRows * D * 2;
   unsigned char *v_tile = k_tile + kKeys * D * 2;
+  unsigned char *p_panels = v_tile + kKeys * D * 2;  // [warpgroup][64 rows][64 keys], swizzled
   constexpr int kChunks = D / 8;
   for (int i = threadIdx.x; i < kQRows * kChunks; i += kThreads)
     *reinterpret_cast<uint4 *>(q_tile + swizzle128_chunk_offset(kQRows, i / kChunks, i % kChunks)) =
@@ -87,6 +94,37 @@ __global__ void __launch_bounds__(kThreads) layout_kernel(const T *q, const T *k
   for (int n = 0; n < D / 8; n++)
 #pragma unroll
     for (int i = 0; i < 4; i++) o[row_of(i) * D + 8 * n + col + (i & 1)] = out[n][i];
+
+  // LATENT: S in two 32-key halves; P of each half into the warpgroup's panel, then O = P V
+  unsigned char *p_panel = p_panels + wg * kKeys * kKeys * 2;
+#pragma unroll
+  for (int half = 0; half < 2; half++) {
+    float half_score[4][4];
+    latent_hopper_scores<T, D / 16>(half_score, shared_address(q_tile), kQRows, wg * 64,
+                                    shared_address(k_tile), 32 * half);
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        const int key = 32 * half + 8 * j + col + (i & 1);
+        s_n32[row_of(i) * kKeys + key] = half_score[j][i];
+        half_score[j][i] = p[row_of(i) * kKeys + key];
+      }
+    latent_hopper_store_p<T>(p_panel, half_score, 32 * half);
+  }
+  __syncwarp();
+  named_barrier_sync(1 + wg, 128);  // the warpgroup's P panel is written
+#pragma unroll
+  for (int s = 0; s < 4; s++) hopper_load_a_fragment(p_panel, kKeys, 0, s, p_frag[s]);
+#pragma unroll
+  for (int n = 0; n < D / 8; n++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) out[n][i] = 0.0f;
+  hopper_add_values<T, D>(out, p_frag, shared_address(v_tile));
+#pragma unroll
+  for (int n = 0; n < D / 8; n++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) o_panel[row_of(i) * D + 8 * n + col + (i & 1)] = out[n][i];
 #endif
 }
 
@@ -150,7 +188,7 @@ int check(const char *type_name, unsigned seed) {
   }
 
   T *dq, *dk, *dv;
-  float *dp, *ds_registers, *ds_shared, *do_;
+  float *dp, *ds_registers, *ds_shared, *do_, *ds_n32, *do_panel;
   CHECK(cudaMalloc(&dq, q_t.size() * sizeof(T)));
   CHECK(cudaMalloc(&dk, k_t.size() * sizeof(T)));
   CHECK(cudaMalloc(&dv, v_t.size() * sizeof(T)));
@@ -158,6 +196,8 @@ int check(const char *type_name, unsigned seed) {
   CHECK(cudaMalloc(&ds_registers, s_want.size() * sizeof(float)));
   CHECK(cudaMalloc(&ds_shared, s_want.size() * sizeof(float)));
   CHECK(cudaMalloc(&do_, o_want.size() * sizeof(float)));
+  CHECK(cudaMalloc(&ds_n32, s_want.size() * sizeof(float)));
+  CHECK(cudaMalloc(&do_panel, o_want.size() * sizeof(float)));
   CHECK(cudaMemcpy(dq, q_t.data(), q_t.size() * sizeof(T), cudaMemcpyHostToDevice));
   CHECK(cudaMemcpy(dk, k_t.data(), k_t.size() * sizeof(T), cudaMemcpyHostToDevice));
   CHECK(cudaMemcpy(dv, v_t.data(), v_t.size() * sizeof(T), cudaMemcpyHostToDevice));
@@ -165,10 +205,14 @@ int check(const char *type_name, unsigned seed) {
   CHECK(cudaFuncSetAttribute(layout_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              smem_bytes<D>()));
   layout_kernel<T, D><<<1, kThreads, smem_bytes<D>()>>>(dq, dk, dv, dp, ds_registers, ds_shared,
-                                                        do_);
+                                                        do_, ds_n32, do_panel);
   CHECK(cudaGetLastError());
   CHECK(cudaDeviceSynchronize());
   std::vector<float> s_registers(s_want.size()), s_shared(s_want.size()), o(o_want.size());
+  std::vector<float> s_n32(s_want.size()), o_panel(o_want.size());
+  CHECK(cudaMemcpy(s_n32.data(), ds_n32, s_n32.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(o_panel.data(), do_panel, o_panel.size() * sizeof(float),
+                   cudaMemcpyDeviceToHost));
   CHECK(cudaMemcpy(s_registers.data(), ds_registers, s_registers.size() * sizeof(float),
                    cudaMemcpyDeviceToHost));
   CHECK(cudaMemcpy(s_shared.data(), ds_shared, s_shared.size() * sizeof(float),
@@ -181,6 +225,8 @@ int check(const char *type_name, unsigned seed) {
   cudaFree(ds_registers);
   cudaFree(ds_shared);
   cudaFree(do_);
+  cudaFree(ds_n32);
+  cudaFree(do_panel);
 
   char what[96];
   int ok = 1;
@@ -190,6 +236,10 @@ int check(const char *type_name, unsigned seed) {
   ok &= compare(what, s_want, s_shared, kKeys);
   snprintf(what, sizeof what, "%s d%d: O = P V", type_name, D);
   ok &= compare(what, o_want, o, D);
+  snprintf(what, sizeof what, "%s d%d: S = Q K^T, 32 keys at a time (LATENT)", type_name, D);
+  ok &= compare(what, s_want, s_n32, kKeys);
+  snprintf(what, sizeof what, "%s d%d: O = P V, P through a swizzled panel (LATENT)", type_name, D);
+  ok &= compare(what, o_want, o_panel, D);
   return ok;
 }
 
