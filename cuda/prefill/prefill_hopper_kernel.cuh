@@ -270,13 +270,10 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
   hopper_scratch *scratch = S.scratch();
   ring_position<G::kQSlots> unit_pos = {0, 0u};
   ring_position<G::kStages> tile_pos = {0, 0u};
-  // Thread 0 takes each unit's ticket one unit ahead: the atomic's round trip overlaps the current
-  // unit's tile loads instead of starting the next unit's setup.
-  unsigned int next_ticket = tid == 0 ? atomicAdd(P.work_counter, 1u) : 0u;
   for (;;) {
     mbarrier_wait(S.unit_empty(unit_pos.slot), unit_pos.phase ^ 1u);
     hopper_unit *U = S.unit(unit_pos.slot);
-    if (tid == 0) scratch->taken = next_ticket;
+    if (tid == 0) scratch->taken = atomicAdd(P.work_counter, 1u);
     named_barrier_sync(kHopperProducerBarrier, kHopperWarpgroupThreads);
     const int64_t taken = scratch->taken;
     if (taken >= total) {
@@ -284,7 +281,6 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
       mbarrier_arrive(S.unit_full(unit_pos.slot));
       break;
     }
-    if (tid == 0) next_ticket = atomicAdd(P.work_counter, 1u);
     const prefill_work w = prefill_work_of(P, taken);
     prefill_unit_rows rows = {};  // none for malformed lengths
     if (w.valid) rows = prefill_unit_rows_of(P, w.b, w.row_block, w.kv_head);

@@ -310,21 +310,11 @@ template <int kNTiles, int kOutTiles>
 __device__ __forceinline__ void prefill_softmax_step(float (&score)[kNTiles][4], float (&row_max)[2],
                                                      float (&row_sum)[2],
                                                      float (&out_acc)[kOutTiles][4]) {
-  // each row half's maximum as a tree (depth log2(2 kNTiles), not a chain of 2 kNTiles dependent
-  // maxima); starting from -inf as a chain would, so a row of NaN scores gives -inf either way
-  static_assert((kNTiles & (kNTiles - 1)) == 0, "a power-of-two number of n-tiles");
-  float pass_max[2];
+  float pass_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-  for (int h = 0; h < 2; h++) {
-    float m[kNTiles];
+  for (int n = 0; n < kNTiles; n++)
 #pragma unroll
-    for (int n = 0; n < kNTiles; n++) m[n] = fmaxf(score[n][2 * h], score[n][2 * h + 1]);
-#pragma unroll
-    for (int width = kNTiles / 2; width > 0; width /= 2)
-#pragma unroll
-      for (int n = 0; n < width; n++) m[n] = fmaxf(m[n], m[n + width]);
-    pass_max[h] = fmaxf(-INFINITY, m[0]);
-  }
+    for (int i = 0; i < 4; i++) pass_max[i / 2] = fmaxf(pass_max[i / 2], score[n][i]);
   float rescale[2], base[2];
 #pragma unroll
   for (int h = 0; h < 2; h++) {
