@@ -41,6 +41,12 @@ inline bool built_for_sm90a() {
   }
   return sm90a && !sm90;
 }
+// Whether a device runs this build's sm_90a kernels (wgmma, setmaxnreg): compute capability 9.0
+// exactly, and a build that holds their cubin.
+inline bool runs_sm90a_kernels(const pa_device_caps *caps) {
+  return caps->compute_capability_major == 9 && caps->compute_capability_minor == 0 &&
+         built_for_sm90a();
+}
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

@@ -112,6 +112,24 @@ struct mma_op<__nv_bfloat16> {
   }
 };
 
+// An online-softmax step's rescale of P·V accumulators in the m16n8 (and wgmma m64nN) C fragment
+// layout: [n][0..1] belong to the thread's row group_id, [n][2..3] to group_id + 8. Once the
+// running max settles (most tiles of a long range), every rescale is exactly 1 and the multiply
+// would change nothing: the whole warp skips it then.
+template <int kOutTiles>
+__device__ __forceinline__ void rescale_accumulator_rows(float (&out_acc)[kOutTiles][4],
+                                                         const float (&rescale)[2]) {
+  if (__any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f)) {
+#pragma unroll
+    for (int n = 0; n < kOutTiles; n++) {
+      out_acc[n][0] *= rescale[0];
+      out_acc[n][1] *= rescale[0];
+      out_acc[n][2] *= rescale[1];
+      out_acc[n][3] *= rescale[1];
+    }
+  }
+}
+
 // The B fragments of one warp's 16 keys (rows 0..15 of `tile`, row_bytes apart in shared memory),
 // for kLoads 16-channel blocks per call (one ldmatrix x4 covers 16 keys x 32 bytes):
 //   scores_k(b, ks): Q·K^T for k-steps ks + s, s < kLoads, channels [16 (ks + s), +16):

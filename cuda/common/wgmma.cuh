@@ -177,7 +177,7 @@ struct wgmma_m64k16 {
     else
       PA_WGMMA_SS_M64N64K16("bf16");
   }
-  // The same at N = 32 (not yet checked by test_wgmma_layout on a GPU).
+  // The same at N = 32.
   template <int kAccumulate>
   __device__ static __forceinline__ void shared_a_n32(float (&d)[4][4], uint64_t desc_a,
                                                       uint64_t desc_b) {

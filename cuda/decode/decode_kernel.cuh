@@ -324,17 +324,7 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
         prob[n][i] = exp2f(score[n][i] - base[i / 2]);
         row_sum[i / 2] += prob[n][i];
       }
-    // Once the running max settles (most tiles of a long range), every rescale is exactly 1 and
-    // the multiply would change nothing: skip it for the whole warp then.
-    if (__any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f)) {
-#pragma unroll
-      for (int n = 0; n < kOutTiles; n++) {
-        out_acc[n][0] *= rescale[0];
-        out_acc[n][1] *= rescale[0];
-        out_acc[n][2] *= rescale[1];
-        out_acc[n][3] *= rescale[1];
-      }
-    }
+    rescale_accumulator_rows(out_acc, rescale);
 
     // out += P · V over this warp's 16 keys (P rounded to T, as in every flash kernel)
     const uint32_t p_frag[4] = {

@@ -56,8 +56,7 @@ bool variant_for(const pa__problem *p, const pa_device_caps *caps, latent_varian
   const int rows = rows_of(p);
   const char *env = getenv("PA_LATENT_KERNEL");
   const bool wgmma = !(env && strcmp(env, "mma.sync") == 0) && rows == kLatentHopperRows &&
-                     caps->compute_capability_major == 9 && caps->compute_capability_minor == 0 &&
-                     built_for_sm90a() && p->k_cache_dtype == p->dtype &&
+                     runs_sm90a_kernels(caps) && p->k_cache_dtype == p->dtype &&
                      p->head_size == kLatentHopperWidth &&
                      p->v_head_size == kLatentHopperValueWidth;
   return for_kernel_types(p, [&](auto t, auto c) {

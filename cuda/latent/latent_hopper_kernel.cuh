@@ -191,31 +191,10 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
     prefill_unit_rows rows = {};  // none for malformed lengths
     if (w.valid) rows = prefill_unit_rows_of(P, w.b, w.row_block, 0);
 
-    // Row tid's admitted keys and the unit's union (each warp's part through the scratch; the
-    // barrier also orders the read of `taken` before the next unit's write).
-    const bool row_exists = tid < rows.valid_rows;
-    key_span keys = {0, 0};
-    if (row_exists) keys = prefill_row_keys(P, rows, tid);
-    int64_t lo = keys.lo < keys.hi ? keys.lo : INT64_MAX;
-    int64_t hi = keys.lo < keys.hi ? keys.hi : INT64_MIN;
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) {
-      lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, offset));
-      hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, offset));
-    }
-    if (lane == 0) {
-      scratch->lo[run] = lo;
-      scratch->hi[run] = hi;
-    }
-    named_barrier_sync(kLatentHopperProducerBarrier, kLatentHopperWarpgroupThreads);
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-      lo = min(lo, scratch->lo[i]);
-      hi = max(hi, scratch->hi[i]);
-    }
-    const prefill_key_union keys_union = prefill_cut_union(lo, hi);
-    int32_t row_lo = 0, row_hi = 0;
-    if (row_exists) prefill_relative_keys(keys, keys_union, &row_lo, &row_hi);
+    const hopper_row_keys row_keys =
+        hopper_unit_row_keys(P, rows, scratch, kLatentHopperProducerBarrier);
+    const prefill_key_union keys_union = row_keys.keys_union;
+    const int32_t row_lo = row_keys.row_lo, row_hi = row_keys.row_hi;
     int64_t tile_begin, tile_end;
     prefill_unit_tiles(P, keys_union, w.split, w.splits, &tile_begin, &tile_end);
 
@@ -388,15 +367,7 @@ __device__ __forceinline__ void latent_hopper_consume(const prefill_params &P,
             score[0][n][i] = p;
             row_sum[i / 2] += p;
           }
-        if (__any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f)) {
-#pragma unroll
-          for (int n = 0; n < kOutTiles; n++) {
-            out_acc[n][0] *= rescale[0];
-            out_acc[n][1] *= rescale[0];
-            out_acc[n][2] *= rescale[1];
-            out_acc[n][3] *= rescale[1];
-          }
-        }
+        rescale_accumulator_rows(out_acc, rescale);
 
         // 3. P of this warpgroup's keys into the stage's last panel (its scores are done in both
         // warpgroups: they passed the barrier after their waits), then all of P back as A

@@ -71,9 +71,8 @@ prefill_variant wgmma_variant() {
 prefill_family family_for(const pa__problem *p, const pa_device_caps *caps) {
   const char *env = getenv("PA_PREFILL_KERNEL");
   if (env && strcmp(env, "mma.sync") == 0) return PREFILL_MMA_SYNC;
-  const bool sm90a = caps->compute_capability_major == 9 && caps->compute_capability_minor == 0 &&
-                     built_for_sm90a();
-  return sm90a && prefill_dmax(p->head_size) >= 128 ? PREFILL_WGMMA : PREFILL_MMA_SYNC;
+  return runs_sm90a_kernels(caps) && prefill_dmax(p->head_size) >= 128 ? PREFILL_WGMMA
+                                                                       : PREFILL_MMA_SYNC;
 }
 
 bool variant_for(const pa__problem *p, const pa_device_caps *caps, prefill_variant *v) {

@@ -247,6 +247,44 @@ __device__ __forceinline__ void hopper_add_values(float (&out_acc)[DMAX / 8][4],
   wgmma_fence_operands(p_frag);
 }
 
+// The producer warpgroup's part of a unit's setup that both Hopper kernels share: thread tid's
+// row's admitted keys, the union over the unit's rows (each warp's part through the scratch, met at
+// the producer's named barrier, which also orders the read of `taken` before the next unit's
+// write), and the row's keys relative to that union (0 / 0 for a row the unit does not have).
+struct hopper_row_keys {
+  prefill_key_union keys_union;
+  int32_t row_lo, row_hi;
+};
+__device__ __forceinline__ hopper_row_keys hopper_unit_row_keys(const prefill_params &P,
+                                                                const prefill_unit_rows &rows,
+                                                                hopper_scratch *scratch,
+                                                                int producer_barrier) {
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const bool row_exists = tid < rows.valid_rows;
+  key_span keys = {0, 0};
+  if (row_exists) keys = prefill_row_keys(P, rows, tid);
+  int64_t lo = keys.lo < keys.hi ? keys.lo : INT64_MAX;
+  int64_t hi = keys.lo < keys.hi ? keys.hi : INT64_MIN;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, offset));
+    hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, offset));
+  }
+  if (lane == 0) {
+    scratch->lo[warp] = lo;
+    scratch->hi[warp] = hi;
+  }
+  named_barrier_sync(producer_barrier, kHopperWarpgroupThreads);
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    lo = min(lo, scratch->lo[i]);
+    hi = max(hi, scratch->hi[i]);
+  }
+  hopper_row_keys r = {prefill_cut_union(lo, hi), 0, 0};
+  if (row_exists) prefill_relative_keys(keys, r.keys_union, &r.row_lo, &r.row_hi);
+  return r;
+}
+
 // The producer warpgroup: units and their Q rows into the unit slots, their K/V tiles into the
 // stage ring, until the schedule runs out (then a slot says done).
 template <typename T, typename C, int DMAX>
@@ -285,31 +323,10 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
     prefill_unit_rows rows = {};  // none for malformed lengths
     if (w.valid) rows = prefill_unit_rows_of(P, w.b, w.row_block, w.kv_head);
 
-    // Row tid's admitted keys and the unit's union (every warp's part through the scratch; the
-    // barrier also orders the read of `taken` before the next unit's write).
     const bool row_exists = tid < rows.valid_rows;
-    key_span keys = {0, 0};
-    if (row_exists) keys = prefill_row_keys(P, rows, tid);
-    int64_t lo = keys.lo < keys.hi ? keys.lo : INT64_MAX;
-    int64_t hi = keys.lo < keys.hi ? keys.hi : INT64_MIN;
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) {
-      lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, offset));
-      hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, offset));
-    }
-    if (lane == 0) {
-      scratch->lo[warp] = lo;
-      scratch->hi[warp] = hi;
-    }
-    named_barrier_sync(kHopperProducerBarrier, kHopperWarpgroupThreads);
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-      lo = min(lo, scratch->lo[i]);
-      hi = max(hi, scratch->hi[i]);
-    }
-    const prefill_key_union keys_union = prefill_cut_union(lo, hi);
-    int32_t row_lo = 0, row_hi = 0;
-    if (row_exists) prefill_relative_keys(keys, keys_union, &row_lo, &row_hi);
+    const hopper_row_keys row_keys = hopper_unit_row_keys(P, rows, scratch, kHopperProducerBarrier);
+    const prefill_key_union keys_union = row_keys.keys_union;
+    const int32_t row_lo = row_keys.row_lo, row_hi = row_keys.row_hi;
     U->row_lo[tid] = row_lo;
     U->row_hi[tid] = row_hi;
     int32_t group_lo = row_lo < row_hi ? row_lo : INT32_MAX;

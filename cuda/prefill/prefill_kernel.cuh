@@ -333,16 +333,7 @@ __device__ __forceinline__ void prefill_softmax_step(float (&score)[kNTiles][4],
       score[n][i] = p;
       row_sum[i / 2] += p;
     }
-  // once the running max settles, every rescale is exactly 1: skip the multiply then
-  if (__any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f)) {
-#pragma unroll
-    for (int n = 0; n < kOutTiles; n++) {
-      out_acc[n][0] *= rescale[0];
-      out_acc[n][1] *= rescale[0];
-      out_acc[n][2] *= rescale[1];
-      out_acc[n][3] *= rescale[1];
-    }
-  }
+  rescale_accumulator_rows(out_acc, rescale);
 }
 
 // The A fragment of P (rounded to T, as in every flash kernel) for the 16 keys of n-tiles 2g and

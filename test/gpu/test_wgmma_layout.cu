@@ -84,16 +84,19 @@ __global__ void __launch_bounds__(kThreads) layout_kernel(const T *q, const T *k
   uint32_t p_frag[4][4];
 #pragma unroll
   for (int s = 0; s < 4; s++) prefill_p_fragment<T>(score, s, p_frag[s]);
-  float out[D / 8][4];
+  auto values_into = [&](float *dst) {  // O = P V (P in p_frag), this warpgroup's rows of dst
+    float out[D / 8][4];
 #pragma unroll
-  for (int n = 0; n < D / 8; n++)
+    for (int n = 0; n < D / 8; n++)
 #pragma unroll
-    for (int i = 0; i < 4; i++) out[n][i] = 0.0f;
-  hopper_add_values<T, D>(out, p_frag, shared_address(v_tile));
+      for (int i = 0; i < 4; i++) out[n][i] = 0.0f;
+    hopper_add_values<T, D>(out, p_frag, shared_address(v_tile));
 #pragma unroll
-  for (int n = 0; n < D / 8; n++)
+    for (int n = 0; n < D / 8; n++)
 #pragma unroll
-    for (int i = 0; i < 4; i++) o[row_of(i) * D + 8 * n + col + (i & 1)] = out[n][i];
+      for (int i = 0; i < 4; i++) dst[row_of(i) * D + 8 * n + col + (i & 1)] = out[n][i];
+  };
+  values_into(o);
 
   // LATENT: S in two 32-key halves; P of each half into the warpgroup's panel, then O = P V
   unsigned char *p_panel = p_panels + wg * kKeys * kKeys * 2;
@@ -116,15 +119,7 @@ __global__ void __launch_bounds__(kThreads) layout_kernel(const T *q, const T *k
   named_barrier_sync(1 + wg, 128);  // the warpgroup's P panel is written
 #pragma unroll
   for (int s = 0; s < 4; s++) hopper_load_a_fragment(p_panel, kKeys, 0, s, p_frag[s]);
-#pragma unroll
-  for (int n = 0; n < D / 8; n++)
-#pragma unroll
-    for (int i = 0; i < 4; i++) out[n][i] = 0.0f;
-  hopper_add_values<T, D>(out, p_frag, shared_address(v_tile));
-#pragma unroll
-  for (int n = 0; n < D / 8; n++)
-#pragma unroll
-    for (int i = 0; i < 4; i++) o_panel[row_of(i) * D + 8 * n + col + (i & 1)] = out[n][i];
+  values_into(o_panel);
 #endif
 }
 
