@@ -147,5 +147,40 @@ __device__ __forceinline__ uint4 scale_t8(uint4 v, const float *scale) {
   return v;
 }
 
+// The power of two 2^shift that brings a Q block whose largest finite |element| is q_max into
+// [2^14, 2^15) (fp16's largest finite value is 65504): elements within 2^28 of the largest stay
+// normal fp16 numbers, and no finite element overflows. 0 for a block with no nonzero finite
+// element. q_max < 2^128 puts shift <= 113; the floor keeps 2^-shift a finite float for tiny blocks.
+// The scale of the scores takes 2^shift back, exactly (a power of two).
+__device__ __forceinline__ int fp16_q_shift(float q_max) {
+  return q_max > 0.0f ? max(-100, ilogbf(q_max) - 14) : 0;
+}
+// The largest finite |element * scale| of a 16-byte chunk of eight T values (channels c .. c + 7;
+// scale per channel, or none). A NaN or Inf is left out, so that it does not change the shift of
+// the other rows of its block: it reaches the scores as NaN or Inf either way.
+template <typename T>
+__device__ __forceinline__ float q_chunk_max(uint4 v, const float *scale, int c) {
+  const T *e = reinterpret_cast<const T *>(&v);
+  float m = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 8; k++) {
+    const float a = fabsf(to_float(e[k]) * (scale ? __ldg(scale + c + k) : 1.0f));
+    m = a < INFINITY ? fmaxf(m, a) : m;
+  }
+  return m;
+}
+// The same chunk times its channels' scales (or none) and the power of two `down`, rounded once to
+// fp16.
+template <typename T>
+__device__ __forceinline__ uint4 q_chunk_to_half(uint4 v, const float *scale, int c, float down) {
+  const T *e = reinterpret_cast<const T *>(&v);
+  uint4 out;
+  __half *h = reinterpret_cast<__half *>(&out);
+#pragma unroll
+  for (int k = 0; k < 8; k++)
+    h[k] = __float2half_rn(to_float(e[k]) * (scale ? __ldg(scale + c + k) : 1.0f) * down);
+  return out;
+}
+
 }  // namespace detail
 }  // namespace pa

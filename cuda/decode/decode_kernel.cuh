@@ -20,8 +20,9 @@
 // and a persistent grid walks that list, so a loose bound or a skewed batch (one long sequence
 // among short ones) launches no empty CTAs.
 //
-// Quantized caches: raw codes are exact in T, so the MMAs run on codes; a per-tensor k_scale goes
-// into the score scale, a per-channel one into Q (rounded to T once), v_scale into the output.
+// Quantized caches: the MMAs run in fp16 on the raw codes (exact in fp16) whatever T is; a
+// per-tensor k_scale goes into the score scale, a per-channel one into Q, which goes to fp16 row by
+// row scaled by a power of two (the row's score scale takes it back), v_scale into the output.
 #pragma once
 
 #include <math.h>
@@ -128,7 +129,14 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int group_id = lane / 4, col = (lane % 4) * 2;  // mma fragment coordinates
 
-  T *q_smem = reinterpret_cast<T *>(smem);
+  // The tensor cores' element type: T, or fp16 for 8-bit caches, whose codes convert to fp16 in
+  // one instruction per code (int8: the magic-number subtraction on a pair; e4m3: cvt on a pair)
+  // where bf16 takes 2.5. Q then goes to fp16 row by row with a power of two (2^-shift, putting the
+  // row's largest element in [2^14, 2^15): fp16_q_shift), whose inverse scales the row's scores;
+  // P in fp16 rounds finer than in bf16.
+  using M = std::conditional_t<sizeof(C) == 1, __half, T>;
+  constexpr bool kShifted = sizeof(C) == 1;
+  M *q_smem = reinterpret_cast<M *>(smem);
   constexpr int q_stride = decode_q_row_elems(DMAX);
   unsigned char *admitted = smem + kDecodeHeadsPerCta * q_stride * sizeof(T);
   unsigned char *stages = admitted + kDecodeStages * kDecodeTileKeys;
@@ -138,6 +146,8 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   // Q of the chunk's heads into shared memory, with a per-channel k_scale folded in; rows beyond
   // the group and channels beyond head_size are zero (their scores are finite and discarded).
   // Q needs only the token, so its loads go out before the key range's chain of dependent loads.
+  // With 8-bit caches a row's score multiplier 2^shift waits in the row's padding (channels
+  // DMAX.. of q_stride, which no fragment load reads).
   float qk_scale = P.scale;
   if (is_quantized<C>::value && P.k_quant == PA_QUANT_PER_TENSOR) qk_scale *= __ldg(P.k_scale);
   const bool fold_k_scale = is_quantized<C>::value && P.k_quant == PA_QUANT_PER_CHANNEL;
@@ -147,17 +157,22 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     for (int i = tid; i < kDecodeHeadsPerCta * vecs_per_row; i += kDecodeThreads) {
       int r = i / vecs_per_row, c = (i % vecs_per_row) * 8;
       uint4 v = make_uint4(0, 0, 0, 0);
-      if (r < rows && c < head_size) {
+      if (r < rows && c < head_size)
         v = *reinterpret_cast<const uint4 *>(q + (int64_t)(head0 + r) * head_size + c);
-        if (fold_k_scale) {
-          T *e = reinterpret_cast<T *>(&v);
+      if constexpr (kShifted) {  // (only 8-bit caches carry a k_scale)
+        const float *k_scale = fold_k_scale ? P.k_scale + (int64_t)kv_head * head_size : nullptr;
+        // the row's largest element over the vecs_per_row consecutive lanes that hold it (a whole
+        // number of them per warp, and every lane of a warp in the loop or none)
+        float row_max = q_chunk_max<T>(v, k_scale, c);
 #pragma unroll
-          for (int k = 0; k < 8; k++)
-            e[k] = from_float<T>(to_float(e[k]) *
-                                 __ldg(P.k_scale + (int64_t)kv_head * head_size + c + k));
-        }
+        for (int offset = 1; offset < min(vecs_per_row, 32); offset *= 2)
+          row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, offset));
+        const int shift = fp16_q_shift(row_max);
+        v = q_chunk_to_half<T>(v, k_scale, c, ldexpf(1.0f, -shift));
+        if (c == 0)
+          *reinterpret_cast<float *>(q_smem + r * q_stride + DMAX) = ldexpf(1.0f, shift);
       }
-      warp_fragments<T, C>::store_q(q_smem + r * q_stride, c, v);
+      warp_fragments<M, C>::store_q(q_smem + r * q_stride, c, v);
     }
   }
 
@@ -235,7 +250,7 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
 
   constexpr int kSteps = DMAX / 16;    // k-steps of Q·K^T
   constexpr int kOutTiles = DMAX / 8;  // n-tiles of P·V
-  constexpr int kLoads = warp_fragments<T, C>::kLoads;
+  constexpr int kLoads = warp_fragments<M, C>::kLoads;
   static_assert(kSteps % kLoads == 0 && kOutTiles % (2 * kLoads) == 0, "whole fragment loads");
   float out_acc[kOutTiles][4];
 #pragma unroll
@@ -260,7 +275,9 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     cp_async_commit();
   }
 
-  const T *q_frag_row = q_smem + (lane % 16) * q_stride + (lane / 16) * 8;  // ldmatrix A rows
+  const M *q_frag_row = q_smem + (lane % 16) * q_stride + (lane / 16) * 8;  // ldmatrix A rows
+  // the score scale of rows group_id and group_id + 8 (with 8-bit caches, times the row's 2^shift)
+  float row_qk_scale[2] = {qk_scale, qk_scale};
   for (int tile = tile_begin; tile < tile_end; tile++) {
     cp_async_wait<kDecodeStages - 2>();
     __syncthreads();
@@ -275,8 +292,14 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     const int stage = tile % kDecodeStages;
     const unsigned char *k_tile =
         stages + stage * stage_bytes + warp * kDecodeKeysPerWarp * row_bytes;
-    const warp_fragments<T, C> k_frags = {k_tile, row_bytes, lane};
-    const warp_fragments<T, C> v_frags = {k_tile + kDecodeTileKeys * row_bytes, row_bytes, lane};
+    const warp_fragments<M, C> k_frags = {k_tile, row_bytes, lane};
+    const warp_fragments<M, C> v_frags = {k_tile + kDecodeTileKeys * row_bytes, row_bytes, lane};
+    if (kShifted && tile == tile_begin) {  // the rows' multipliers, visible since the barrier above
+#pragma unroll
+      for (int h = 0; h < 2; h++)
+        row_qk_scale[h] = qk_scale * *reinterpret_cast<const float *>(
+                                         q_smem + (group_id + 8 * h) * q_stride + DMAX);
+    }
     const unsigned char *tile_admitted =
         admitted + stage * kDecodeTileKeys + warp * kDecodeKeysPerWarp;
 
@@ -290,8 +313,8 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
       k_frags.scores_k(b, ks);
 #pragma unroll
       for (int s = 0; s < kLoads; s++) {
-        mma_op<T>::run(score[0], a[s], b[s][0], b[s][1]);
-        mma_op<T>::run(score[1], a[s], b[s][2], b[s][3]);
+        mma_op<M>::run(score[0], a[s], b[s][0], b[s][1]);
+        mma_op<M>::run(score[1], a[s], b[s][2], b[s][3]);
       }
     }
 
@@ -301,7 +324,7 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     for (int n = 0; n < 2; n++)
 #pragma unroll
       for (int i = 0; i < 4; i++) {
-        float s = score_log2(score[n][i], qk_scale, softcap);
+        float s = score_log2(score[n][i], kShifted ? row_qk_scale[i / 2] : qk_scale, softcap);
         s = tile_admitted[n * 8 + col + (i & 1)] ? s : -INFINITY;
         score[n][i] = s;
         tile_max[i / 2] = fmaxf(tile_max[i / 2], s);
@@ -328,16 +351,16 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
 
     // out += P · V over this warp's 16 keys (P rounded to T, as in every flash kernel)
     const uint32_t p_frag[4] = {
-        pack_t2<T>(prob[0][0], prob[0][1]), pack_t2<T>(prob[0][2], prob[0][3]),
-        pack_t2<T>(prob[1][0], prob[1][1]), pack_t2<T>(prob[1][2], prob[1][3])};
+        pack_t2<M>(prob[0][0], prob[0][1]), pack_t2<M>(prob[0][2], prob[0][3]),
+        pack_t2<M>(prob[1][0], prob[1][1]), pack_t2<M>(prob[1][2], prob[1][3])};
 #pragma unroll
     for (int n = 0; n < kOutTiles; n += 2 * kLoads) {
       uint32_t b[kLoads][4];
       v_frags.values_v(b, n);
 #pragma unroll
       for (int s = 0; s < kLoads; s++) {
-        mma_op<T>::run(out_acc[n + 2 * s], p_frag, b[s][0], b[s][1]);
-        mma_op<T>::run(out_acc[n + 2 * s + 1], p_frag, b[s][2], b[s][3]);
+        mma_op<M>::run(out_acc[n + 2 * s], p_frag, b[s][0], b[s][1]);
+        mma_op<M>::run(out_acc[n + 2 * s + 1], p_frag, b[s][2], b[s][3]);
       }
     }
   }
@@ -354,7 +377,7 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   float2 *warp_ml = reinterpret_cast<float2 *>(warp_out + kDecodeWarps * kDecodeHeadsPerCta * DMAX);
   {
     float *mine = warp_out + warp * kDecodeHeadsPerCta * DMAX;
-    warp_fragments<T, C>::store_out(mine + group_id * DMAX, mine + (group_id + 8) * DMAX, out_acc,
+    warp_fragments<M, C>::store_out(mine + group_id * DMAX, mine + (group_id + 8) * DMAX, out_acc,
                                     col);
     if (lane % 4 == 0) {
       warp_ml[warp * kDecodeHeadsPerCta + group_id] = make_float2(row_max[0], row_sum[0]);

@@ -1,5 +1,5 @@
 // PREFILL's Hopper kernels (prefill_hopper_kernel.cuh) for float8e4m3fn caches, the codes converted
-// to T by the producer. Their bodies exist only in the sm_90a pass; the launcher plans them only
+// to fp16 by the producer. Their bodies exist only in the sm_90a pass; the launcher plans them only
 // where that cubin runs.
 #include "prefill_hopper_kernel.cuh"
 

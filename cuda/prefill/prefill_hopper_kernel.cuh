@@ -14,12 +14,14 @@
 // consumers free a stage on its "empty" barrier once their wgmmas have read it. The producer thus
 // runs up to kStages tiles and one unit ahead of the consumers, across units.
 // 8-bit caches (int8, fp8 e4m3): the producer stages each thread's codes (8 bytes of a row, the
-// channels of its 16-byte T chunk) with cp.async into a kStagingSlots ring of its own, one or two
-// tiles ahead, converts each landed tile exactly to T (codes8_to_t8) at the same swizzled places,
-// then fences the generic-proxy stores for wgmma and arrives on the stage's "full" barrier. No
-// scale is applied there: as in the mma.sync kernel, a per-tensor k_scale goes into the score
-// scale, a per-channel one into Q (the producer rescales the landed Q chunks), v_scale into the
-// output.
+// channels of its 16-byte T chunk) with cp.async into a kStagingSlots ring of its own, a tile
+// ahead, converts each landed tile exactly to fp16 (codes8_to_t8; the wgmmas of 8-bit caches
+// run in fp16 whatever T is, hopper_mma_t) at the same swizzled places, then fences the
+// generic-proxy stores for wgmma and arrives on the stage's "full" barrier. No scale is applied
+// there: as in the mma.sync kernel, a per-tensor k_scale goes into the score scale, a per-channel
+// one into Q, v_scale into the output. The producer takes the unit's landed Q to fp16 in place,
+// times a power of two that puts its largest element in [2^14, 2^15) (fp16_q_shift), and the unit's
+// score scale takes that back.
 // Two consumer warpgroups own 64 rows each of the 128-row block: S = Q K^T with wgmma m64n64k16
 // (Q as registers up to 128 channels, else from shared memory; K K-major), scale / softcap /
 // masks and the online softmax in registers (prefill_kernel.cuh's functions, on the same fragment
@@ -76,7 +78,16 @@ struct hopper_unit {
 struct hopper_scratch {
   int64_t taken;
   int64_t lo[4], hi[4];
+  float q_max[4];  // 8-bit caches: each warp's largest |Q| element of the unit (after k_scale)
 };
+
+// The tensor cores' element type: T, or fp16 for 8-bit caches, whose codes convert to fp16 in one
+// instruction per code (int8: the magic-number subtraction on a pair; e4m3: cvt on a pair) where
+// bf16 takes 2.5. The producer brings Q to fp16 with a per-unit power of two (so that the unit's
+// largest element lies in [2^14, 2^15)) and the score scale takes it back; P in fp16 rounds finer
+// than in bf16.
+template <typename T, typename C>
+using hopper_mma_t = std::conditional_t<sizeof(C) == 1, __half, T>;
 
 // Shared memory of the kernel for head sizes up to DMAX, from a 1024-byte aligned base: the Q
 // slots ([128 rows] x DMAX, swizzled), the K/V stage ring (K then V, [64 keys] x DMAX, swizzled),
@@ -85,15 +96,19 @@ struct hopper_scratch {
 // codes per slot) and take fewer stages, within the 227 KB a block may have.
 template <typename C, int DMAX>
 struct hopper_geometry {
-  static_assert(DMAX == 128 || DMAX == 256, "the Hopper kernels serve 128 and 256 channels");
-  static constexpr bool kCodes = sizeof(C) == 1;  // the producer converts codes to T
+  // 64: the layout the 64-channel variant had, which test_wgmma_layout still checks; the kernel
+  // itself is instantiated for 128 and 256 only (see the top of this file)
+  static_assert(DMAX == 64 || DMAX == 128 || DMAX == 256, "the Hopper layouts' channel counts");
+  static constexpr bool kCodes = sizeof(C) == 1;  // the producer converts codes to fp16
   static constexpr int kChunks = DMAX / 8;        // 16-byte chunks of a T row
   static constexpr int kQSlots = DMAX == 256 ? 1 : 2;
-  static constexpr int kStages = DMAX == 256 ? 2 : kCodes ? 3 : 4;
-  static constexpr int kStagingSlots = !kCodes ? 0 : DMAX == 256 ? 1 : 2;
+  static constexpr int kStages = DMAX == 256 ? 2 : DMAX == 64 ? 6 : 4;
+  // 8-bit caches: one tile of codes staged ahead; at 128 channels 4 stages + 1 staging slot ran
+  // 2 % faster than 3 + 2 (doc/performance.md, fifteenth measurement)
+  static constexpr int kStagingSlots = kCodes ? 1 : 0;
   // Q as the A operand from registers (wgmma reads only K from shared memory); at 256 channels
   // the fragments would not fit beside the accumulators, and Q stays in shared memory
-  static constexpr bool kQInRegisters = DMAX == 128;
+  static constexpr bool kQInRegisters = DMAX <= 128;
   static constexpr int kQBytes = kHopperRows * DMAX * 2;
   static constexpr int kTileBytes = kPrefillTileKeys * DMAX * 2;  // K or V
   static constexpr int kStageOffset = kQSlots * kQBytes;
@@ -373,21 +388,40 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
               (int64_t)(rows.first_head + r % P.heads_per_block) * head_size + c * 8;
       cp_async_16(q_slot + swizzle128_chunk_offset(kHopperRows, r, c), src, fill);
     }
-    if (is_quantized<C>::value && P.k_quant == PA_QUANT_PER_CHANNEL) {
-      // the per-channel k_scale into the thread's own landed chunks (scale_t8, as the mma.sync
-      // prologue does), then fenced for wgmma like the converted tiles below
+    if constexpr (G::kCodes) {
+      // Q to fp16 (hopper_mma_t) in place, the per-channel k_scale folded in: each thread its own
+      // landed chunks, twice (their largest element, then the conversion with the unit's power of
+      // two), then fenced for wgmma like the converted tiles below
       cp_async_commit();  // the Q chunks' group (nothing else is in flight between units)
       cp_async_wait<0>();
-      const float *k_scale = P.k_scale + (int64_t)w.kv_head * head_size;
-      for (int i = tid; i < kHopperRows * G::kChunks; i += kHopperWarpgroupThreads) {
-        const int r = i / G::kChunks, c = i % G::kChunks;
-        if (r < rows.valid_rows && c * 8 < head_size) {
-          uint4 *q_chunk =
-              reinterpret_cast<uint4 *>(q_slot + swizzle128_chunk_offset(kHopperRows, r, c));
-          *q_chunk = scale_t8<T>(*q_chunk, k_scale + c * 8);
-        }
-      }
+      const float *k_scale = P.k_quant == PA_QUANT_PER_CHANNEL
+                                 ? P.k_scale + (int64_t)w.kv_head * head_size
+                                 : nullptr;
+      auto chunk_of = [&](int i) {
+        return reinterpret_cast<uint4 *>(
+            q_slot + swizzle128_chunk_offset(kHopperRows, i / G::kChunks, i % G::kChunks));
+      };
+      auto in_rows = [&](int i) {
+        return i / G::kChunks < rows.valid_rows && (i % G::kChunks) * 8 < head_size;
+      };
+      float q_max = 0.0f;
+      for (int i = tid; i < kHopperRows * G::kChunks; i += kHopperWarpgroupThreads)
+        if (in_rows(i))
+          q_max = fmaxf(q_max, q_chunk_max<T>(*chunk_of(i), k_scale, (i % G::kChunks) * 8));
+#pragma unroll
+      for (int offset = 16; offset > 0; offset /= 2)
+        q_max = fmaxf(q_max, __shfl_xor_sync(0xffffffffu, q_max, offset));
+      if (lane == 0) scratch->q_max[warp] = q_max;
+      named_barrier_sync(kHopperProducerBarrier, kHopperWarpgroupThreads);
+#pragma unroll
+      for (int i = 0; i < 4; i++) q_max = fmaxf(q_max, scratch->q_max[i]);
+      const int shift = fp16_q_shift(q_max);
+      const float down = ldexpf(1.0f, -shift);
+      for (int i = tid; i < kHopperRows * G::kChunks; i += kHopperWarpgroupThreads)
+        if (in_rows(i))
+          *chunk_of(i) = q_chunk_to_half<T>(*chunk_of(i), k_scale, (i % G::kChunks) * 8, down);
       fence_async_proxy();
+      if (tid == 0) U->qk_scale = prefill_qk_scale<C>(P) * ldexpf(1.0f, shift);
     }
     mbarrier_track_cp_async(S.unit_full(unit_pos.slot));
     mbarrier_arrive(S.unit_full(unit_pos.slot));
@@ -459,9 +493,9 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
           const int dst = swizzle128_chunk_offset(kPrefillTileKeys, run * kRunRows + i, chunk);
           const unsigned char *src = codes + i * kHopperWarpgroupThreads * 8;
           *reinterpret_cast<uint4 *>(k_tile + dst) =
-              codes8_to_t8<T, C>(*reinterpret_cast<const uint2 *>(src));
+              codes8_to_t8<hopper_mma_t<T, C>, C>(*reinterpret_cast<const uint2 *>(src));
           *reinterpret_cast<uint4 *>(v_tile + dst) =
-              codes8_to_t8<T, C>(*reinterpret_cast<const uint2 *>(src + kVCodes));
+              codes8_to_t8<hopper_mma_t<T, C>, C>(*reinterpret_cast<const uint2 *>(src + kVCodes));
         }
         write_run_bits(tile_pos.slot, staged_valid[0]);
         // generic-proxy stores that the consumers' wgmmas (the async proxy) read: the writer
@@ -516,6 +550,7 @@ template <typename T, typename C, int DMAX>
 __device__ __forceinline__ void hopper_consume(const prefill_params &P,
                                                const hopper_smem<C, DMAX> &S) {
   using G = hopper_geometry<C, DMAX>;
+  using M = hopper_mma_t<T, C>;
   constexpr int kSteps = DMAX / 16;
   constexpr int kOutTiles = DMAX / 8;
   const int consumer = threadIdx.x - kHopperWarpgroupThreads;
@@ -579,7 +614,7 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P,
       if (!unmasked) prefill_mask_scores(score[0], key0, mapped_lo, mapped_hi, my_lo, my_hi, col);
       prefill_softmax_step(score[0], row_max, row_sum, out_acc);
 #pragma unroll
-      for (int s = 0; s < 4; s++) prefill_p_fragment<T>(score[0], s, p_frag[s]);
+      for (int s = 0; s < 4; s++) prefill_p_fragment<M>(score[0], s, p_frag[s]);
     };
 
     if constexpr (kPingPong) {
@@ -602,9 +637,9 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P,
         if (wg_has_rows) {
           wgmma_fence();
           if constexpr (decltype(values)::value)
-            hopper_issue_values<T, DMAX>(out_acc, p_frag, shared_address(S.v_tile(pv_pos.slot)));
+            hopper_issue_values<M, DMAX>(out_acc, p_frag, shared_address(S.v_tile(pv_pos.slot)));
           if constexpr (decltype(scores)::value)
-            hopper_issue_scores<T, DMAX, G::kQInRegisters>(
+            hopper_issue_scores<M, DMAX, G::kQInRegisters>(
                 score[0], q_frag, shared_address(q_slot), kHopperRows, wg * 64,
                 shared_address(S.k_tile(tile_pos.slot)));
           wgmma_commit();
@@ -650,12 +685,12 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P,
           uint32_t mapped_lo, mapped_hi;
           hopper_loaded_keys(S, tile_pos.slot, lane, &mapped_lo, &mapped_hi);
           float score[1][8][4];
-          hopper_scores<T, DMAX, G::kQInRegisters>(score[0], q_frag, shared_address(q_slot),
+          hopper_scores<M, DMAX, G::kQInRegisters>(score[0], q_frag, shared_address(q_slot),
                                                     kHopperRows, wg * 64,
                                                     shared_address(S.k_tile(tile_pos.slot)));
           uint32_t p_frag[4][4];
           scores_to_p(key0, mapped_lo, mapped_hi, score, p_frag);
-          hopper_add_values<T, DMAX>(out_acc, p_frag, shared_address(S.v_tile(tile_pos.slot)));
+          hopper_add_values<M, DMAX>(out_acc, p_frag, shared_address(S.v_tile(tile_pos.slot)));
         }
         __syncwarp();
         if (lane == 0) mbarrier_arrive(S.empty(tile_pos.slot));
@@ -666,7 +701,7 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P,
     if (lane == 0) mbarrier_arrive(S.unit_empty(unit_pos.slot));
     unit_pos.advance();
     if (wg_has_rows)
-      prefill_store_m16<T, C, T>(P, R, row0, out_acc, row_max, row_sum, kv_head, split, splits,
+      prefill_store_m16<T, C, M>(P, R, row0, out_acc, row_max, row_sum, kv_head, split, splits,
                                  lane);
   }
 }

@@ -310,7 +310,9 @@ static void fixture_shape(fixture *f, int steps) {
   a->num_heads = c->num_heads;
   a->kv_num_heads = c->kv_num_heads;
   a->scale = c->scale;
-  if (a->scale == 0 && f->v_head_size != c->head_size) a->scale = 1.0f / sqrtf((float)c->head_size);
+  if (a->scale == 0 && (f->v_head_size != c->head_size || c->query_exponent))
+    a->scale = 1.0f / sqrtf((float)c->head_size);
+  a->scale = ldexpf(a->scale, -c->query_exponent);
   a->softcap = c->softcap;
   a->local_window_size = c->window ? c->window : -1;
   a->do_rotary = c->rotary;
@@ -422,8 +424,11 @@ static void fill_ring_row(fixture *f, int32_t b, int step) {
 /* Per-step inputs: fresh Q/K/V rows, past lengths, positions and slots. */
 static void fill_step_inputs(fixture *f, int step) {
   const gpu_case *c = &f->c;
-  for (int i = PA_IN_QUERY; i <= PA_IN_VALUE; i++)
-    if (f->in_bytes[i]) fill_random_T(f, c->dtype, f->h_in[i], f->in_bytes[i] / 2, -1.0f, 1.0f);
+  harness_assert(f, !c->packed || !c->query_exponent, "query_exponent with packed Q/K/V");
+  for (int i = PA_IN_QUERY; i <= PA_IN_VALUE; i++) {
+    const float m = i == PA_IN_QUERY ? ldexpf(1.0f, c->query_exponent) : 1.0f;
+    if (f->in_bytes[i]) fill_random_T(f, c->dtype, f->h_in[i], f->in_bytes[i] / 2, -m, m);
+  }
   int32_t *past = f->h_in[PA_IN_PAST_SEQLENS];
   for (int32_t b = 0; b < f->B; b++) past[b] = f->past0[b] + step * f->q_lens[b];
 

@@ -107,6 +107,8 @@ typedef struct gpu_case {
   float scale;                     /* 0 = 1/sqrt(head_size); LATENT with v_head_size needs it (the
                                       harness then uses 1/sqrt(head_size)) */
   float softcap;                   /* 0 = off */
+  int32_t query_exponent;          /* Q drawn from [-2^e, 2^e] instead of [-1, 1], the scale divided
+                                      by 2^e (the scores keep their size); not with packed Q/K/V */
   int32_t window;                  /* 0 = off (attribute -1), else local_window_size */
   int32_t non_causal;              /* 1: is_causal = 0 */
 

@@ -139,6 +139,22 @@ int main(void) {
     gpu_matrix_add(&all, run(&quant, axes, NUM(axes)));
   }
 
+  /* Q far from 1, the scale shrunk to match: with an 8-bit cache the tensor cores take Q in fp16,
+   * scaled by a power of two per row. |Q| up to 2^24 is beyond fp16's range even times a
+   * per-channel k_scale (~1/64), 2^-24 below its subnormals; without the power of two both
+   * fail */
+  gpu_case magnitude = quant;
+  magnitude.name = "decode_query_magnitude";
+  magnitude.dtype = PA_DTYPE_BFLOAT16;
+  {
+    const gpu_axis axes[] = {GPU_AXIS(query_exponent, 24, -24),
+                             GPU_AXIS(cache_dtype, 0, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
+                             GPU_AXIS(k_quant, PA_QUANT_NONE, PA_QUANT_PER_TENSOR,
+                                      PA_QUANT_PER_CHANNEL),
+                             GPU_AXIS(head_size, 64, 128)};
+    gpu_matrix_add(&all, run(&magnitude, axes, NUM(axes)));
+  }
+
   /* long contexts: many splits and the merge (one sequence; one long among short ones) */
   gpu_case longctx = gpu_case_default("decode_long");
   longctx.num_heads = 8;

@@ -68,9 +68,9 @@ static void matrix(gpu_matrix_result *all, int quick) {
   /* Where the cache holds T, the sections below use scale 0.5 instead of 1/sqrt(head_size): a
    * peaked softmax, so that a key range read twice, skipped or misplaced moves the output past the
    * tolerance, where a near-uniform average over hundreds of keys would hide it. 8-bit caches keep
-   * the default scale over short contexts and take 0.25 over long ones: there the operands reach
-   * the tensor cores rounded to T (the dequantized codes, or Q with a per-channel k_scale folded
-   * in), an error a large scale magnifies (simulated on this harness's data: at 0.25 such rounding
+   * the default scale over short contexts and take 0.25 over long ones: there Q reaches the tensor
+   * cores rounded once more (with a per-channel k_scale folded in; to T on mma.sync, to fp16 on the
+   * Hopper kernels), an error a large scale magnifies (simulated on this harness's data: at 0.25 such rounding
    * reaches under a fifth of the 2e-2 tolerance over 400..3000 keys; a skipped 64-key tile over
    * 3000 keys exceeds it with an int8 cache, but not always with fp8, whose random codes make the
    * attention near-uniform).
@@ -182,6 +182,24 @@ static void matrix(gpu_matrix_result *all, int quick) {
                           GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16),
                           GPU_AXIS(head_size, 64, 256)};
     RUN_QUICK_OR_FULL(*all, quant, q, f);
+  }
+
+  /* Q far from 1, the scale shrunk to match: with an 8-bit cache the tensor cores take Q in fp16,
+   * scaled by a power of two per unit. |Q| up to 2^24 is beyond fp16's range even times a
+   * per-channel k_scale (~1/64), 2^-24 below its subnormals; without the power of two both
+   * fail; head sizes 64 (mma.sync) and 128 (wgmma on Hopper) */
+  gpu_case magnitude = quant;
+  magnitude.name = "prefill_query_magnitude";
+  magnitude.dtype = PA_DTYPE_BFLOAT16;
+  {
+    const gpu_axis q[] = {GPU_AXIS(query_exponent, 24, -24),
+                          GPU_AXIS(cache_dtype, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
+                          GPU_AXIS(k_quant, PA_QUANT_PER_CHANNEL), GPU_AXIS(head_size, 64, 128)};
+    const gpu_axis f[] = {GPU_AXIS(query_exponent, 24, -24),
+                          GPU_AXIS(cache_dtype, 0, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
+                          GPU_AXIS(k_quant, PA_QUANT_NONE, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL),
+                          GPU_AXIS(head_size, 64, 128)};
+    RUN_QUICK_OR_FULL(*all, magnitude, q, f);
   }
 
   /* chunked prefill over long cached prefixes (past several hundred to a few thousand, chunks of

@@ -8,9 +8,14 @@
  * (latent_hopper_scores, wgmma m64n32k16, K from row 0 or 32 of its tile), and O = P V with P
  * stored into a swizzled 64 x 64 panel (latent_hopper_store_p) and read back as A fragments. For
  * 64, 128 and 256 channels in fp16 and bf16 (the PREFILL kernel is built for 128 and 256, LATENT's
- * for 576; the others show the blocks are right there too). The values are small multiples of
- * powers of two, so every product and sum is exact: results must match bit for bit. The first
- * mismatch (row, column, expected, actual) is printed.
+ * for 576; the others show the blocks are right there too). The PREFILL tiles sit where the kernel
+ * puts them (hopper_smem: the last Q slot, the last stage's K and V, so every descriptor starts at
+ * a real offset of the kernel's layout), LATENT's P panels after that layout, and every other byte
+ * of shared memory holds NaN, so that an operand read that strays outside its tile (a leading or
+ * stride byte offset the hardware uses where the layout assumed it unused, as it may when a row is
+ * one 128-byte swizzle atom wide) turns results into NaN. The values are small multiples of powers
+ * of two, so every product and sum is exact: results must match bit for bit. The first mismatch
+ * (row, column, expected, actual) is printed.
  * Runs on compute capability 9.0 only (the sm_90a cubin); exits 77 (skipped) elsewhere. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,9 +33,15 @@ namespace {
 
 constexpr int kQRows = 128, kKeys = 64, kThreads = 256;
 
+// LATENT's P panels (1024-byte aligned for the swizzle) after the PREFILL kernel's layout, which
+// hopper_geometry gives for any 16-bit type
+template <int D>
+constexpr int p_panels_offset() {
+  return (hopper_geometry<__half, D>::kSmemBytes - 1024 + 1023) / 1024 * 1024;
+}
 template <int D>
 constexpr int smem_bytes() {
-  return (kQRows + 2 * kKeys) * D * 2 + 2 * kKeys * kKeys * 2 + 1024;  // + a P panel per warpgroup
+  return p_panels_offset<D>() + 2 * kKeys * kKeys * 2 + 1024;  // + a P panel per warpgroup
 }
 
 template <typename T, int D>
@@ -40,10 +51,16 @@ __global__ void __launch_bounds__(kThreads) layout_kernel(const T *q, const T *k
                                                           float *s_n32, float *o_panel) {
 #if PA_SM90A
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  unsigned char *q_tile = smem_raw + ((1024u - (shared_address(smem_raw) & 1023u)) & 1023u);
-  unsigned char *k_tile = q_tile + kQRows * D * 2;
-  unsigned char *v_tile = k_tile + kKeys * D * 2;
-  unsigned char *p_panels = v_tile + kKeys * D * 2;  // [warpgroup][64 rows][64 keys], swizzled
+  using G = hopper_geometry<T, D>;
+  const hopper_smem<T, D> S = {smem_raw + ((1024u - (shared_address(smem_raw) & 1023u)) & 1023u)};
+  // 0xffff is NaN in fp16 and bf16 (and as fp32): everything outside the tiles
+  for (int i = threadIdx.x; i < (smem_bytes<D>() - 1024) / 4; i += kThreads)
+    reinterpret_cast<uint32_t *>(S.base)[i] = 0xffffffffu;
+  __syncthreads();
+  unsigned char *q_tile = S.q(G::kQSlots - 1);
+  unsigned char *k_tile = S.k_tile(G::kStages - 1);
+  unsigned char *v_tile = S.v_tile(G::kStages - 1);
+  unsigned char *p_panels = S.base + p_panels_offset<D>();  // [warpgroup][64 rows][64 keys]
   constexpr int kChunks = D / 8;
   for (int i = threadIdx.x; i < kQRows * kChunks; i += kThreads)
     *reinterpret_cast<uint4 *>(q_tile + swizzle128_chunk_offset(kQRows, i / kChunks, i % kChunks)) =

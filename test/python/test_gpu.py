@@ -111,11 +111,16 @@ class BackendsAgainstReference(unittest.TestCase):
 
 class NonFiniteQuery(unittest.TestCase):
     """doc/semantics.md: a NaN or Inf in the query makes that (token, head) output NaN, on every
-    backend as on the reference."""
+    backend as on the reference. An int8 cache too: its kernels take Q in fp16, scaled by a power
+    of two per row or per block of rows, which a NaN or Inf must not change for the other rows;
+    head size 128 puts PREFILL on its wgmma kernel on Hopper."""
 
-    def outputs(self, backend, past_lens):
+    CONFIGS = {"fp16": NAMED["separate_fp16"],
+               "int8 d128": dataclasses.replace(NAMED["int8_per_channel"], head_size=128)}
+
+    def outputs(self, backend, cfg, past_lens):
         """(clean output, poisoned output, poisoned rows, head size) of `backend`, float32."""
-        cfg = dataclasses.replace(NAMED["separate_fp16"], q_lens=(3, 1, 1, 2), past_lens=past_lens)
+        cfg = dataclasses.replace(cfg, q_lens=(3, 1, 1, 2), past_lens=past_lens)
         inputs, attrs = cases.make_case(cfg, np.random.default_rng(SEED))
         poisoned_inputs, rows = poison_query(inputs, cfg)
         outputs = []
@@ -134,11 +139,13 @@ class NonFiniteQuery(unittest.TestCase):
     def check(self, backend):
         # short contexts (one split), then long ones (several splits and a merge: DECODE and
         # PREFILL keep a NaN partial there, partial_has_keys)
-        for past_lens in ((5, 7, 0, 20), (3000, 2500, 4000, 100)):
-            with self.subTest(backend=backend, past_lens=past_lens):
-                clean, poisoned, rows, head_size = self.outputs(backend, past_lens)
-                assert_poisoned_rows(self, clean, poisoned, rows, head_size,
-                                     "%s, past %s (seed %d)" % (backend, past_lens, SEED))
+        for name, cfg in self.CONFIGS.items():
+            for past_lens in ((5, 7, 0, 20), (3000, 2500, 4000, 100)):
+                with self.subTest(backend=backend, cache=name, past_lens=past_lens):
+                    clean, poisoned, rows, head_size = self.outputs(backend, cfg, past_lens)
+                    assert_poisoned_rows(self, clean, poisoned, rows, head_size,
+                                         "%s, %s, past %s (seed %d)" % (backend, name, past_lens,
+                                                                        SEED))
 
     def test_unfused(self):
         self.check("unfused")
