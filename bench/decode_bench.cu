@@ -391,6 +391,7 @@ shape uniform(const char *label, int heads, int kv_heads, int head_size, int bat
 }  // namespace
 
 int main(int argc, char **argv) {
+  setvbuf(stdout, nullptr, _IOLBF, 0);  // rows already printed survive a timeout or a crash
   bool quick = false, graph_only = false;
   const char *only = nullptr;
   int only_block = 0;

@@ -186,6 +186,7 @@ std::vector<uint16_t> copy_out(const step &s) {
 }  // namespace
 
 int main(int argc, char **argv) {
+  setvbuf(stdout, nullptr, _IOLBF, 0);  // rows already printed survive a timeout or a crash
   bool quick = false;
   const char *only = nullptr, *csv_path = nullptr;
   for (int i = 1; i < argc; i++) {

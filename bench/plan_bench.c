@@ -84,6 +84,7 @@ static int time_plans(const char *label, const pa_plan_options *options, int ite
 }
 
 int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);  // rows already printed survive a timeout or a crash
   const int iterations = argc > 1 && strcmp(argv[1], "--quick") == 0 ? 1000 : 10000;
   printf("plan create + destroy, decode step: %d/%d heads, d%d, block %d, batch %d, context %d, "
          "float16\n",

@@ -540,6 +540,7 @@ std::vector<std::string> summary;  // ratio lines, printed after the table
 }  // namespace
 
 int main(int argc, char **argv) {
+  setvbuf(stdout, nullptr, _IOLBF, 0);  // rows already printed survive a timeout or a crash
   bool quick = false, no_unfused = false;
   const char *only = nullptr, *csv = nullptr;
   for (int i = 1; i < argc; i++) {

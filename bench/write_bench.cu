@@ -480,6 +480,7 @@ std::string label_of(const shape &s) {
 }
 
 int main(int argc, char **argv) {
+  setvbuf(stdout, nullptr, _IOLBF, 0);  // rows already printed survive a timeout or a crash
   bool quick = false;
   const char *only = nullptr;
   for (int i = 1; i < argc; i++) {
