@@ -8,6 +8,8 @@
 #include <cuda_fp8.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 #include "pagedattn/pagedattn.h"
 
 namespace pa {
@@ -147,10 +149,19 @@ __device__ __forceinline__ uint4 scale_t8(uint4 v, const float *scale) {
   return v;
 }
 
+// The element type the tensor cores take for queries T over a cache of C: T, or fp16 for 8-bit
+// caches, whose codes convert to fp16 in one instruction per code (int8: the magic-number
+// subtraction on a pair; e4m3: cvt on a pair) where bf16 takes 2.5. Q then goes to fp16 times a
+// power of two (fp16_q_shift below) that the score scale takes back; P in fp16 rounds finer than in
+// bf16.
+template <typename T, typename C>
+using mma_input_t = std::conditional_t<sizeof(C) == 1, __half, T>;
+
 // The power of two 2^shift that brings a Q block whose largest finite |element| is q_max into
 // [2^14, 2^15) (fp16's largest finite value is 65504): elements within 2^28 of the largest stay
 // normal fp16 numbers, and no finite element overflows. 0 for a block with no nonzero finite
-// element. q_max < 2^128 puts shift <= 113; the floor keeps 2^-shift a finite float for tiny blocks.
+// element. q_max < 2^128 puts shift <= 113; the floor keeps 2^-shift a finite float for tiny
+// blocks.
 // The scale of the scores takes 2^shift back, exactly (a power of two).
 __device__ __forceinline__ int fp16_q_shift(float q_max) {
   return q_max > 0.0f ? max(-100, ilogbf(q_max) - 14) : 0;

@@ -129,12 +129,9 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int group_id = lane / 4, col = (lane % 4) * 2;  // mma fragment coordinates
 
-  // The tensor cores' element type: T, or fp16 for 8-bit caches, whose codes convert to fp16 in
-  // one instruction per code (int8: the magic-number subtraction on a pair; e4m3: cvt on a pair)
-  // where bf16 takes 2.5. Q then goes to fp16 row by row with a power of two (2^-shift, putting the
-  // row's largest element in [2^14, 2^15): fp16_q_shift), whose inverse scales the row's scores;
-  // P in fp16 rounds finer than in bf16.
-  using M = std::conditional_t<sizeof(C) == 1, __half, T>;
+  // The tensor cores' element type (mma_input_t); with 8-bit caches Q goes to fp16 row by row,
+  // each row with its own power of two, which the row's score scale takes back.
+  using M = mma_input_t<T, C>;
   constexpr bool kShifted = sizeof(C) == 1;
   M *q_smem = reinterpret_cast<M *>(smem);
   constexpr int q_stride = decode_q_row_elems(DMAX);

@@ -64,8 +64,8 @@ prefill_variant wgmma_variant() {
 }
 
 // The family a problem runs on: wgmma on a device of compute capability 9.0 (whose sm_90a cubin
-// this build holds) for head sizes above 64, every cache type (8-bit caches converted to fp16 by the
-// kernel's producer), else mma.sync.
+// this build holds) for head sizes above 64, every cache type (8-bit caches converted to fp16 by
+// the kernel's producer), else mma.sync.
 // PA_PREFILL_KERNEL=mma.sync keeps every plan on mma.sync (for measurements and tests that compare
 // the two).
 prefill_family family_for(const pa__problem *p, const pa_device_caps *caps) {

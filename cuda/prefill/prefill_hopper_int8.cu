@@ -1,6 +1,6 @@
 // PREFILL's Hopper kernels (prefill_hopper_kernel.cuh) for int8 caches, the codes converted to fp16
-// by the producer. Their bodies exist only in the sm_90a pass; the launcher plans them only where that
-// cubin runs.
+// by the producer. Their bodies exist only in the sm_90a pass; the launcher plans them only where
+// that cubin runs.
 #include "prefill_hopper_kernel.cuh"
 
 namespace pa {

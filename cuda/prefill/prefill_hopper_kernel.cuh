@@ -16,7 +16,7 @@
 // 8-bit caches (int8, fp8 e4m3): the producer stages each thread's codes (8 bytes of a row, the
 // channels of its 16-byte T chunk) with cp.async into a kStagingSlots ring of its own, a tile
 // ahead, converts each landed tile exactly to fp16 (codes8_to_t8; the wgmmas of 8-bit caches
-// run in fp16 whatever T is, hopper_mma_t) at the same swizzled places, then fences the
+// run in fp16 whatever T is, mma_input_t) at the same swizzled places, then fences the
 // generic-proxy stores for wgmma and arrives on the stage's "full" barrier. No scale is applied
 // there: as in the mma.sync kernel, a per-tensor k_scale goes into the score scale, a per-channel
 // one into Q, v_scale into the output. The producer takes the unit's landed Q to fp16 in place,
@@ -80,14 +80,6 @@ struct hopper_scratch {
   int64_t lo[4], hi[4];
   float q_max[4];  // 8-bit caches: each warp's largest |Q| element of the unit (after k_scale)
 };
-
-// The tensor cores' element type: T, or fp16 for 8-bit caches, whose codes convert to fp16 in one
-// instruction per code (int8: the magic-number subtraction on a pair; e4m3: cvt on a pair) where
-// bf16 takes 2.5. The producer brings Q to fp16 with a per-unit power of two (so that the unit's
-// largest element lies in [2^14, 2^15)) and the score scale takes it back; P in fp16 rounds finer
-// than in bf16.
-template <typename T, typename C>
-using hopper_mma_t = std::conditional_t<sizeof(C) == 1, __half, T>;
 
 // Shared memory of the kernel for head sizes up to DMAX, from a 1024-byte aligned base: the Q
 // slots ([128 rows] x DMAX, swizzled), the K/V stage ring (K then V, [64 keys] x DMAX, swizzled),
@@ -389,7 +381,7 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
       cp_async_16(q_slot + swizzle128_chunk_offset(kHopperRows, r, c), src, fill);
     }
     if constexpr (G::kCodes) {
-      // Q to fp16 (hopper_mma_t) in place, the per-channel k_scale folded in: each thread its own
+      // Q to fp16 (mma_input_t) in place, the per-channel k_scale folded in: each thread its own
       // landed chunks, twice (their largest element, then the conversion with the unit's power of
       // two), then fenced for wgmma like the converted tiles below
       cp_async_commit();  // the Q chunks' group (nothing else is in flight between units)
@@ -506,9 +498,9 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
             const int dst =
                 swizzle128_chunk_offset(kPrefillTileKeys, run * kRunRows + i0 + i, chunk);
             *reinterpret_cast<uint4 *>(k_tile + dst) =
-                codes8_to_t8<hopper_mma_t<T, C>, C>(k_codes[i]);
+                codes8_to_t8<mma_input_t<T, C>, C>(k_codes[i]);
             *reinterpret_cast<uint4 *>(v_tile + dst) =
-                codes8_to_t8<hopper_mma_t<T, C>, C>(v_codes[i]);
+                codes8_to_t8<mma_input_t<T, C>, C>(v_codes[i]);
           }
         }
         write_run_bits(tile_pos.slot, staged_valid[0]);
@@ -564,7 +556,7 @@ template <typename T, typename C, int DMAX>
 __device__ __forceinline__ void hopper_consume(const prefill_params &P,
                                                const hopper_smem<C, DMAX> &S) {
   using G = hopper_geometry<C, DMAX>;
-  using M = hopper_mma_t<T, C>;
+  using M = mma_input_t<T, C>;
   constexpr int kSteps = DMAX / 16;
   constexpr int kOutTiles = DMAX / 8;
   const int consumer = threadIdx.x - kHopperWarpgroupThreads;

@@ -70,10 +70,10 @@ static void matrix(gpu_matrix_result *all, int quick) {
    * tolerance, where a near-uniform average over hundreds of keys would hide it. 8-bit caches keep
    * the default scale over short contexts and take 0.25 over long ones: there Q reaches the tensor
    * cores rounded once more (with a per-channel k_scale folded in; to T on mma.sync, to fp16 on the
-   * Hopper kernels), an error a large scale magnifies (simulated on this harness's data: at 0.25 such rounding
-   * reaches under a fifth of the 2e-2 tolerance over 400..3000 keys; a skipped 64-key tile over
-   * 3000 keys exceeds it with an int8 cache, but not always with fp8, whose random codes make the
-   * attention near-uniform).
+   * Hopper kernels), an error a large scale magnifies (simulated on this harness's data: at 0.25
+   * such rounding reaches under a fifth of the 2e-2 tolerance over 400..3000 keys; a skipped 64-key
+   * tile over 3000 keys exceeds it with an int8 cache, but not always with fp8, whose random codes
+   * make the attention near-uniform).
    *
    * head sizes (multiples of 16 up to 256, 48 and 112 not powers of two) and types, over query
    * chunks that cross a 64-row tile, several KV tiles, block sizes 16 and 64 */
@@ -197,7 +197,8 @@ static void matrix(gpu_matrix_result *all, int quick) {
                           GPU_AXIS(k_quant, PA_QUANT_PER_CHANNEL), GPU_AXIS(head_size, 64, 128)};
     const gpu_axis f[] = {GPU_AXIS(query_exponent, 24, -24),
                           GPU_AXIS(cache_dtype, 0, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
-                          GPU_AXIS(k_quant, PA_QUANT_NONE, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL),
+                          GPU_AXIS(k_quant, PA_QUANT_NONE, PA_QUANT_PER_TENSOR,
+                                   PA_QUANT_PER_CHANNEL),
                           GPU_AXIS(head_size, 64, 128)};
     RUN_QUICK_OR_FULL(*all, magnitude, q, f);
   }
