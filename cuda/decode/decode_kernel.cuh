@@ -301,7 +301,8 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
         admitted + stage * kDecodeTileKeys + warp * kDecodeKeysPerWarp;
 
     // scores of 16 heads x this warp's 16 keys
-    float score[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+    float scores[1][2][4] = {{{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}}};
+    float(&score)[2][4] = scores[0];
 #pragma unroll
     for (int ks = 0; ks < kSteps; ks += kLoads) {
       uint32_t a[kLoads][4], b[kLoads][4];
@@ -316,15 +317,14 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     }
 
     // scale, softcap, mask; online softmax per row (log2 units)
+    transform_score_rows(scores, row_qk_scale, softcap);
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < 2; n++)
 #pragma unroll
       for (int i = 0; i < 4; i++) {
-        float s = score_log2(score[n][i], kShifted ? row_qk_scale[i / 2] : qk_scale, softcap);
-        s = tile_admitted[n * 8 + col + (i & 1)] ? s : -INFINITY;
-        score[n][i] = s;
-        tile_max[i / 2] = fmaxf(tile_max[i / 2], s);
+        if (!tile_admitted[n * 8 + col + (i & 1)]) score[n][i] = -INFINITY;
+        tile_max[i / 2] = fmaxf(tile_max[i / 2], score[n][i]);
       }
     float rescale[2], base[2];
 #pragma unroll
@@ -341,7 +341,7 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     for (int n = 0; n < 2; n++)
 #pragma unroll
       for (int i = 0; i < 4; i++) {
-        prob[n][i] = exp2f(score[n][i] - base[i / 2]);
+        prob[n][i] = softmax_exp2(score[n][i] - base[i / 2]);
         row_sum[i / 2] += prob[n][i];
       }
     rescale_accumulator_rows(out_acc, rescale);

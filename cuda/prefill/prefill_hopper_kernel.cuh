@@ -163,14 +163,16 @@ struct ring_position {
 
 // Descriptors of k-step s of a swizzled tile of panel_rows rows at shared address `tile`:
 // K-major (16 channels of each row) and N-major (rows 16 s .. 16 s + 15, from 64-channel panel
-// first_panel on). wgmma.cuh describes the layout.
+// first_panel on). wgmma.cuh describes the layout. Each is the tile's descriptor plus the k-step's
+// constant offset (>> 4), so the tile's descriptor is computed once for all its k-steps.
 __host__ __device__ constexpr uint64_t hopper_k_major_desc(uint32_t tile, int panel_rows, int s) {
-  return wgmma_descriptor(tile + (s / 4) * panel_rows * 128 + (s % 4) * 32, 16, 1024);
+  return wgmma_descriptor(tile, 16, 1024) +
+         (uint32_t)(((s / 4) * panel_rows * 128 + (s % 4) * 32) >> 4);
 }
 __host__ __device__ constexpr uint64_t hopper_n_major_desc(uint32_t tile, int panel_rows, int s,
                                                            int first_panel) {
-  return wgmma_descriptor(tile + first_panel * panel_rows * 128 + s * 16 * 128, panel_rows * 128,
-                          1024);
+  return wgmma_descriptor(tile, panel_rows * 128, 1024) +
+         (uint32_t)((first_panel * panel_rows * 128 + s * 16 * 128) >> 4);
 }
 
 #if PA_SM90A
@@ -614,11 +616,11 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P,
     // online-softmax step.
     auto scores_to_p = [&](int32_t key0, uint32_t mapped_lo, uint32_t mapped_hi,
                            float (&score)[1][8][4], uint32_t (&p_frag)[4][4]) {
-      transform_scores(score, U->qk_scale, P.softcap);
+      const float score_scale = softmax_step_scores(score, U->qk_scale, P.softcap);
       const bool unmasked = (mapped_lo & mapped_hi) == 0xffffffffu && key0 >= common_lo &&
                             key0 + kPrefillTileKeys <= common_hi;
       if (!unmasked) prefill_mask_scores(score[0], key0, mapped_lo, mapped_hi, my_lo, my_hi, col);
-      prefill_softmax_step(score[0], row_max, row_sum, out_acc);
+      prefill_softmax_step(score[0], row_max, row_sum, out_acc, score_scale);
 #pragma unroll
       for (int s = 0; s < 4; s++) prefill_p_fragment<M>(score[0], s, p_frag[s]);
     };

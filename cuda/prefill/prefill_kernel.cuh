@@ -190,26 +190,26 @@ struct prefill_kv_loader {
   }
 };
 
-// Scores of one warp's rows in log2 units, in place: scaled, softcapped; the softcap test is
-// hoisted out of the loop so the common case is one multiply per score.
+// Scores of one warp's rows in log2 units, in place (transform_score_rows with one scale).
 template <int A, int B>
 __device__ __forceinline__ void transform_scores(float (&score)[A][B][4], float qk_scale,
                                                  float softcap) {
-  if (softcap > 0.0f) {
-#pragma unroll
-    for (int a = 0; a < A; a++)
-#pragma unroll
-      for (int b = 0; b < B; b++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) score[a][b][i] = score_log2(score[a][b][i], qk_scale, softcap);
-  } else {
-#pragma unroll
-    for (int a = 0; a < A; a++)
-#pragma unroll
-      for (int b = 0; b < B; b++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) score[a][b][i] = score_log2(score[a][b][i], qk_scale, 0.0f);
-  }
+  const float row_scale[2] = {qk_scale, qk_scale};
+  transform_score_rows(score, row_scale, softcap);
+}
+
+// The scores as prefill_softmax_step takes them, and the factor that step multiplies them by to get
+// log2 units. Without softcap and with a positive scale they stay raw and the factor is
+// qk_scale * log2(e): the step folds it into its exponent's fma, one multiply less per score, and
+// its max over raw scores is the max of the scaled ones (a positive factor and monotonic rounding).
+// Otherwise (a softcap, or a zero, negative or NaN qk_scale from a device-side k_scale) they are
+// transformed in place and the factor is 1.
+template <int A, int B>
+__device__ __forceinline__ float softmax_step_scores(float (&score)[A][B][4], float qk_scale,
+                                                     float softcap) {
+  if (softcap == 0.0f && qk_scale > 0.0f) return qk_scale * kLog2e;
+  transform_scores(score, qk_scale, softcap);
+  return 1.0f;
 }
 
 // The score scale: the attention scale, times a per-tensor k_scale (a per-channel one goes into Q).
@@ -303,13 +303,15 @@ __device__ __forceinline__ void prefill_mask_scores(float (&score)[kNTiles][4], 
     }
 }
 
-// One online-softmax step of an m16 tile's two rows per thread over kNTiles n-tiles of scores (log2
-// units, masked): the running max, this thread's part of the running sum, the output accumulators
-// rescaled; the scores become the unnormalized probabilities.
+// One online-softmax step of an m16 tile's two rows per thread over kNTiles n-tiles of scores
+// (masked; times score_scale > 0 they are in log2 units, softmax_step_scores): the running max (log2
+// units), this thread's part of the running sum, the output accumulators rescaled; the scores become
+// the unnormalized probabilities.
 template <int kNTiles, int kOutTiles>
 __device__ __forceinline__ void prefill_softmax_step(float (&score)[kNTiles][4], float (&row_max)[2],
                                                      float (&row_sum)[2],
-                                                     float (&out_acc)[kOutTiles][4]) {
+                                                     float (&out_acc)[kOutTiles][4],
+                                                     float score_scale) {
   float pass_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int n = 0; n < kNTiles; n++)
@@ -320,7 +322,7 @@ __device__ __forceinline__ void prefill_softmax_step(float (&score)[kNTiles][4],
   for (int h = 0; h < 2; h++) {
     pass_max[h] = fmaxf(pass_max[h], __shfl_xor_sync(0xffffffffu, pass_max[h], 1));
     pass_max[h] = fmaxf(pass_max[h], __shfl_xor_sync(0xffffffffu, pass_max[h], 2));
-    const softmax_step step = online_softmax_step(row_max[h], pass_max[h]);
+    const softmax_step step = online_softmax_step(row_max[h], pass_max[h] * score_scale);
     base[h] = step.base;
     rescale[h] = step.rescale;
     row_sum[h] *= rescale[h];
@@ -329,7 +331,7 @@ __device__ __forceinline__ void prefill_softmax_step(float (&score)[kNTiles][4],
   for (int n = 0; n < kNTiles; n++)
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-      const float p = softmax_exp2(score[n][i] - base[i / 2]);
+      const float p = softmax_exp2(fmaf(score[n][i], score_scale, -base[i / 2]));
       score[n][i] = p;
       row_sum[i / 2] += p;
     }
@@ -499,7 +501,7 @@ __device__ __forceinline__ void prefill_rows_split(const prefill_params &P,
         }
       }
 
-      transform_scores(score, R.qk_scale, P.softcap);
+      const float score_scale = softmax_step_scores(score, R.qk_scale, P.softcap);
       if (!unmasked) {
 #pragma unroll
         for (int mt = 0; mt < kMTiles; mt++)
@@ -510,7 +512,7 @@ __device__ __forceinline__ void prefill_rows_split(const prefill_params &P,
       // online softmax per row (log2 units)
 #pragma unroll
       for (int mt = 0; mt < kMTiles; mt++)
-        prefill_softmax_step(score[mt], row_max[mt], row_sum[mt], out_acc[mt]);
+        prefill_softmax_step(score[mt], row_max[mt], row_sum[mt], out_acc[mt], score_scale);
 
       // out += P · V, 16 keys per k-step (P rounded to T, as in every flash kernel)
 #pragma unroll
@@ -599,7 +601,7 @@ __device__ __forceinline__ void prefill_keys_split(const prefill_params &P,
         mma_op<T>::run(score[1], a[s], b[s][2], b[s][3]);
       }
     }
-    transform_scores(scores, R.qk_scale, P.softcap);
+    const float score_scale = softmax_step_scores(scores, R.qk_scale, P.softcap);
 #pragma unroll
     for (int n = 0; n < 2; n++)
 #pragma unroll
@@ -609,7 +611,7 @@ __device__ __forceinline__ void prefill_keys_split(const prefill_params &P,
         if (!(keys_admitted[k] && key >= my_lo[i / 2] && key < my_hi[i / 2]))
           score[n][i] = -INFINITY;
       }
-    prefill_softmax_step(score, row_max, row_sum, out_acc);
+    prefill_softmax_step(score, row_max, row_sum, out_acc, score_scale);
     const uint32_t p_frag[4] = {
         pack_t2<T>(score[0][0], score[0][1]), pack_t2<T>(score[0][2], score[0][3]),
         pack_t2<T>(score[1][0], score[1][1]), pack_t2<T>(score[1][2], score[1][3])};
