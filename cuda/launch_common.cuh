@@ -152,6 +152,37 @@ inline int64_t split_tiles_for(const pa__problem *p, const pa_device_caps *caps,
   return tiles < capacity_tiles ? tiles : capacity_tiles;
 }
 
+// The split size for a persistent kernel of `ctas` CTAs whose units each cost about their tiles
+// plus unit_cost_tiles (a unit's setup and epilogue, its partial writes and their merge), as for
+// a compute-bound LATENT step: the split count that minimizes the busiest CTA's cost,
+// ceil(units x splits / ctas) x (tiles per split + unit_cost_tiles), the fewest splits on a tie
+// (split_tiles_for's rule of "fill the device twice over" splits 128 units on 132 CTAs three ways,
+// which balances nothing and pays the merge). Static shapes only, the same minimum split length
+// and partial-bytes cap as split_tiles_for.
+inline int64_t balanced_split_tiles_for(const pa__problem *p, int64_t ctas, int64_t row_blocks,
+                                        int tile_keys, int64_t min_tiles,
+                                        int64_t max_partial_bytes, int64_t unit_cost_tiles) {
+  auto max64 = [](int64_t a, int64_t b) { return a > b ? a : b; };
+  const int64_t capacity_tiles =
+      max64(1, ceil_div((int64_t)p->max_blocks_per_seq * p->block_size, tile_keys));
+  const int64_t units = max64(1, row_blocks * p->kv_num_heads);
+  ctas = max64(1, ctas);
+  int64_t best_tiles = capacity_tiles;
+  int64_t best_cost = ceil_div(units, ctas) * (capacity_tiles + unit_cost_tiles);
+  for (int64_t splits = 2; splits <= ceil_div(capacity_tiles, min_tiles); splits++) {
+    const int64_t tiles = ceil_div(capacity_tiles, splits);
+    if (tiles < min_tiles) break;
+    const int64_t cost =
+        ceil_div(units * ceil_div(capacity_tiles, tiles), ctas) * (tiles + unit_cost_tiles);
+    if (cost < best_cost) best_cost = cost, best_tiles = tiles;
+  }
+  const int64_t slot_bytes =
+      max64(1, p->token_count * p->num_heads * ((int64_t)p->v_head_size * 4 + 8));
+  const int64_t max_slots = max64(1, max_partial_bytes / slot_bytes);
+  best_tiles = max64(best_tiles, ceil_div(capacity_tiles, max_slots));
+  return best_tiles < capacity_tiles ? best_tiles : capacity_tiles;
+}
+
 // CTAs of smem_bytes of dynamic shared memory that fit on a multiprocessor, estimated without the
 // device: a multiprocessor has about 1 KB more than the per-block opt-in limit and reserves 1 KB
 // per CTA.

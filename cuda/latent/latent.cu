@@ -22,6 +22,10 @@ namespace {
 
 // A split never spans fewer than this many 64-key tiles (as PREFILL's).
 constexpr int kMinTilesPerSplit = 8;
+// What a unit of the 64-row tile costs besides its tiles, in tiles: its Q load and epilogue, and
+// with splits its partials and their merge (ncu, sixteenth measurement: 11 % of the consumers'
+// time waited for units at about 21 tiles per unit).
+constexpr int64_t kUnitCostTiles = 2;
 // The partial outputs stay below this even when no attention_metadata bounds max_kv_len.
 constexpr int64_t kMaxPartialBytes = (int64_t)256 << 20;
 // split_merge_kernel's float4s per lane: 512 value channels
@@ -146,10 +150,16 @@ pa_status latent_plan(pa_plan *plan, int setup_device) {
   // One CTA per multiprocessor (launch bounds and shared memory). The 32-row tile is memory-bound:
   // a unit costs its bytes, so finer splits (about four units per CTA instead of two) keep the
   // last wave from leaving a third of the device idle; the partials cost little beside the rows.
-  const int64_t units_per_cta = rows_of(p) == 32 ? 2 : 1;
-  const int64_t tiles_per_split = split_tiles_for(
-      p, &plan->caps, units_per_cta, row_blocks_of(p, g.tokens_per_block, g.head_blocks),
-      kLatentTileKeys, kMinTilesPerSplit, kMaxPartialBytes);
+  // The 64-row tile is compute-bound: a split pays a Q load, 128 KB of partials and the merge, so
+  // its count balances the CTAs' tiles (balanced_split_tiles_for).
+  const int64_t row_blocks = row_blocks_of(p, g.tokens_per_block, g.head_blocks);
+  const int64_t tiles_per_split =
+      rows_of(p) == 32
+          ? split_tiles_for(p, &plan->caps, 2, row_blocks, kLatentTileKeys, kMinTilesPerSplit,
+                            kMaxPartialBytes)
+          : balanced_split_tiles_for(p, std::max(1, plan->caps.multiprocessor_count), row_blocks,
+                                     kLatentTileKeys, kMinTilesPerSplit, kMaxPartialBytes,
+                                     kUnitCostTiles);
   const int64_t bound_tiles = std::max<int64_t>(1, ceil_div(p->max_kv_len, kLatentTileKeys));
   const int64_t slots = ceil_div(bound_tiles, tiles_per_split);
   if (setup_device) {
