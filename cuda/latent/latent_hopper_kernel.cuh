@@ -4,26 +4,33 @@
 // the split merge); the compute is warpgroups fed by a producer, as in prefill_hopper_kernel.cuh.
 //
 // A CTA is three warpgroups. The producer (warpgroup 0, registers given back with setmaxnreg)
-// takes a unit and gathers its 64-key latent tiles into a two-stage ring: each of its warps owns a
-// 16-key run (one page: block sizes >= 16), every 16-byte chunk with cp.async at its
+// takes a unit and gathers each of its 64-key latent tiles as two 32-key halves into a ring of two
+// tile slots (four half stages): each of its warps owns a 16-key run (one page: block sizes >= 16),
+// warps 0-1 the first half, 2-3 the second, every 16-byte chunk with cp.async at its
 // 128-byte-swizzled place (wgmma.cuh: a 576-channel row is nine 64-channel panels), rows outside
-// the unit's keys or in unmapped blocks zero-filled and left out of the stage's loaded-keys word.
-// The unit slot (its rows' admitted keys and its 64 Q rows) is written once the consumers have
-// freed it, after the unit's first two tiles: the ring stays full across unit boundaries.
-// Two consumer warpgroups share the 64 rows and split the work of each tile:
-//   1. scores: warpgroup w computes S_w = Q K^T for keys 32 w .. 32 w + 31 (wgmma m64n32k16, Q and
-//      K from shared memory, 36 k-steps), scales and masks it;
-//   2. each row's maximum over its 32 keys goes through shared memory (named barrier of the two
-//      warpgroups), so both apply the same running max and rescale (the same arithmetic on the
-//      same values: their softmax states agree bit for bit); each keeps the sum over its own keys;
-//   3. P (rounded to T) of its keys goes into the stage's last panel (channels 512..575, whose
-//      scores are done) at the A operand's place; after a second named barrier each warpgroup
-//      loads all of P as register fragments and computes O_w += P V_w for its 256 value channels
-//      [256 w, 256 w + 256) (wgmma m64n128k16, V N-major from the same stage: nothing is loaded
-//      twice), 128 fp32 accumulators per thread.
+// the unit's keys or in unmapped blocks zero-filled and left out of the half's loaded-keys word. A
+// tile slot is free again once the consumers are done with both halves, so one tile loads while
+// the other is computed. The unit slot (its rows' admitted keys and its 64 Q rows) is written once
+// the consumers have freed it, after the unit's first two tiles: the ring stays full across unit
+// boundaries.
+// Two consumer warpgroups share the 64 rows and each tile, a "seesaw" (FlashMLA's schedule): each
+// holds half of the output, O_w for value channels [256 w, 256 w + 256), and scores one half of the
+// tile, so one warpgroup's softmax runs while the other's GEMMs do.
+//   0. warpgroup w scores half w (S = Q K^T, wgmma m64n32k16 with Q and K from shared memory, 36
+//      k-steps), scaled and masked;
+//   1. warpgroup 0 takes its online-softmax step (the running max m it holds; P0, O_0 rescaled),
+//      publishes its new maxima m0 and adds P0 V0_0 (P0 from registers);
+//   2. warpgroup 1 takes its step to m1 = max(m0, its scores' max) (its O_1 rescaled from the max
+//      it held, so by both halves' factors), writes P1 into its half's last panel (channels
+//      512..575, whose scores are done) and m1, and issues O_1 += P1 V1_1;
+//   3. warpgroup 0 steps its max to m1 and writes P0 times that step's factor into its half's
+//      last panel, rescales O_0 and adds P1 V1_0; warpgroup 1 adds P0 V0_1.
+// Both then hold m1 and their O relative to it; each keeps the sum over its own half's keys,
+// rescaled at each step.
 // At the end of a unit the two halves of each row's sum meet through shared memory and each
 // warpgroup stores its channels (finalized, or as a split partial for split_merge_kernel).
-// Shared memory: Q 72 KB + two 72 KB stages + the unit slot, under the 227 KB of an H200 CTA.
+// Shared memory: Q 72 KB + four 36 KB half stages + the unit slot, under the 227 KB of an H200
+// CTA.
 #pragma once
 
 #include <math.h>
@@ -44,20 +51,29 @@ namespace detail {
 constexpr int kLatentHopperWidth = 576;       // the only head_size this kernel serves
 constexpr int kLatentHopperValueWidth = 512;  // and v_head_size
 constexpr int kLatentHopperRows = 64;
-constexpr int kLatentHopperKeys = kPrefillTileKeys;
-constexpr int kLatentHopperStages = 2;
+constexpr int kLatentHopperKeys = kPrefillTileKeys;  // a tile: the schedule's
+constexpr int kLatentHopperHalfKeys = kLatentHopperKeys / 2;
+constexpr int kLatentHopperTileSlots = 2;
+constexpr int kLatentHopperStages = 2 * kLatentHopperTileSlots;  // half stages
 constexpr int kLatentHopperWarpgroupThreads = 128;
 constexpr int kLatentHopperThreads = 3 * kLatentHopperWarpgroupThreads;
 // Every consumer thread arrives on the "empty" barriers: each has read P (or the unit's rows)
 // from shared memory itself, so its own arrive orders those reads before the producer's next write.
 constexpr int kLatentHopperConsumerThreads = 2 * kLatentHopperWarpgroupThreads;
 constexpr int kLatentHopperRunKeys = 16;  // a producer warp's keys of a tile: one page
+constexpr int kLatentHopperRunsPerHalf = kLatentHopperHalfKeys / kLatentHopperRunKeys;
+constexpr int kLatentHopperHalfThreads = kLatentHopperRunsPerHalf * 32;  // "full" arrivals
 // as PREFILL's Hopper kernel: 128 x (56 + 2 x 224) <= 65536
 constexpr int kLatentHopperProducerRegisters = 56;
 constexpr int kLatentHopperConsumerRegisters = 224;
-constexpr int kLatentHopperProducerBarrier = 1;  // the producer warpgroup's named barrier
-constexpr int kLatentHopperMaxBarrier = 2;       // both consumer warpgroups: row maxima (or sums)
-constexpr int kLatentHopperPBarrier = 3;         // both consumer warpgroups: P written
+// Named barriers: the producer's; the consumers' row sums at the end of a unit; and the seesaw's
+// three messages per tile, each a bar.sync of both consumer warpgroups (the writer's bar.arrive
+// would do, and measured no faster, but racecheck then reports the P panel's reuse).
+constexpr int kLatentHopperProducerBarrier = 1;
+constexpr int kLatentHopperSumBarrier = 2;
+constexpr int kLatentHopperMax0Barrier = 3;  // warpgroup 0's maxima after its half
+constexpr int kLatentHopperMax1Barrier = 4;  // warpgroup 1's maxima and P after its half
+constexpr int kLatentHopperP0Barrier = 5;    // warpgroup 0's P, rescaled to warpgroup 1's maxima
 
 // A unit as the producer hands it to the consumers.
 struct latent_hopper_unit {
@@ -67,23 +83,26 @@ struct latent_hopper_unit {
 };
 
 // Shared memory from a 1024-byte aligned base: Q ([64 rows] x 576, swizzled: nine panels of
-// [64 rows][128 bytes]), the stages (the same layout, keys as rows), the unit slot, each row's
-// maximum (then sum) per consumer warpgroup, the stages' loaded-keys words, the barriers and the
-// producer's scratch.
+// [64 rows][128 bytes]), the half stages (nine panels of [32 keys][128 bytes]; half h of tile slot
+// t is stage 2 t + h), the unit slot, each row's maximum (then sum) per consumer warpgroup, the
+// half stages' loaded-keys words, the barriers ("full" per half stage, "empty" per tile slot, the
+// unit slot's) and the producer's scratch.
 struct latent_hopper_geometry {
   static constexpr int kChunks = kLatentHopperWidth / 8;  // 16-byte chunks of a row
-  static constexpr int kPanels = kLatentHopperWidth / 64;
-  static constexpr int kTileBytes = kLatentHopperRows * kLatentHopperWidth * 2;  // Q or a stage
-  static_assert(kLatentHopperRows == kLatentHopperKeys, "Q and the stages share one layout");
-  static constexpr int kPanelBytes = kLatentHopperKeys * 128;
+  static constexpr int kQBytes = kLatentHopperRows * kLatentHopperWidth * 2;
+  static constexpr int kStageBytes = kLatentHopperHalfKeys * kLatentHopperWidth * 2;
+  static constexpr int kPanelBytes = kLatentHopperHalfKeys * 128;  // of a half stage
   static constexpr int kPPanel = kLatentHopperValueWidth / 64;  // P's panel: past the values
-  static constexpr int kStageOffset = kTileBytes;
-  static constexpr int kUnitOffset = kStageOffset + kLatentHopperStages * kTileBytes;
+  static_assert(kLatentHopperRows * kLatentHopperHalfKeys * 2 == kPanelBytes,
+                "a half's P fills its last panel");
+  static constexpr int kStageOffset = kQBytes;
+  static constexpr int kUnitOffset = kStageOffset + kLatentHopperStages * kStageBytes;
   static constexpr int kStatsOffset =
       (kUnitOffset + (int)sizeof(latent_hopper_unit) + 15) / 16 * 16;
   static constexpr int kFlagOffset = kStatsOffset + 2 * kLatentHopperRows * 4;
-  static constexpr int kBarrierOffset = kFlagOffset + kLatentHopperStages * 8;
-  static constexpr int kScratchOffset = kBarrierOffset + (2 * kLatentHopperStages + 2) * 8;
+  static constexpr int kBarrierOffset = kFlagOffset + kLatentHopperStages * 4;
+  static constexpr int kBarriers = kLatentHopperStages + kLatentHopperTileSlots + 2;
+  static constexpr int kScratchOffset = kBarrierOffset + kBarriers * 8;
   // + 1024: the dynamic base is aligned at run time
   static constexpr int kSmemBytes = kScratchOffset + (int)sizeof(hopper_scratch) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "one CTA fits an H200 multiprocessor");
@@ -94,7 +113,7 @@ struct latent_hopper_smem {
   unsigned char *base;  // 1024-byte aligned
   __device__ unsigned char *q() const { return base; }
   __device__ unsigned char *stage(int s) const {
-    return base + G::kStageOffset + s * G::kTileBytes;
+    return base + G::kStageOffset + s * G::kStageBytes;
   }
   __device__ unsigned char *p_panel(int s) const { return stage(s) + G::kPPanel * G::kPanelBytes; }
   __device__ latent_hopper_unit *unit() const {
@@ -102,16 +121,16 @@ struct latent_hopper_smem {
   }
   // [consumer warpgroup][row]
   __device__ float *row_stats() const { return reinterpret_cast<float *>(base + G::kStatsOffset); }
-  __device__ uint64_t *loaded_keys(int s) const {
-    return reinterpret_cast<uint64_t *>(base + G::kFlagOffset) + s;
+  __device__ uint32_t *loaded_keys(int s) const {
+    return reinterpret_cast<uint32_t *>(base + G::kFlagOffset) + s;
   }
   __device__ uint64_t *barrier(int i) const {
     return reinterpret_cast<uint64_t *>(base + G::kBarrierOffset) + i;
   }
   __device__ uint64_t *full(int s) const { return barrier(s); }
-  __device__ uint64_t *empty(int s) const { return barrier(kLatentHopperStages + s); }
-  __device__ uint64_t *unit_full() const { return barrier(2 * kLatentHopperStages); }
-  __device__ uint64_t *unit_empty() const { return barrier(2 * kLatentHopperStages + 1); }
+  __device__ uint64_t *empty(int t) const { return barrier(kLatentHopperStages + t); }
+  __device__ uint64_t *unit_full() const { return barrier(G::kBarriers - 2); }
+  __device__ uint64_t *unit_empty() const { return barrier(G::kBarriers - 1); }
   __device__ hopper_scratch *scratch() const {
     return reinterpret_cast<hopper_scratch *>(base + G::kScratchOffset);
   }
@@ -119,19 +138,55 @@ struct latent_hopper_smem {
 
 #if PA_SM90A
 
+// Where P (64 rows x 32 keys, T) keeps (row, key) in a half's last panel ([32 rows][128 bytes]):
+// rows 32 apart share a 128-byte line, each 16-byte chunk swizzled by the line, so that both the
+// accumulator-layout stores and the A-fragment loads of a warp touch 32 different banks.
+__device__ __forceinline__ int latent_p_offset(int row, int key) {
+  const int line = row % kLatentHopperHalfKeys;
+  const int chunk = (row / kLatentHopperHalfKeys) * (kLatentHopperHalfKeys / 8) + key / 8;
+  return line * 128 + ((chunk ^ (line % 8)) * 16) + (key % 8) * 2;
+}
+
+// P (rounded to T) of this thread's scores (the accumulator layout of m64n32k16) into p_panel.
+template <typename T>
+__device__ __forceinline__ void latent_hopper_store_p(
+    unsigned char *p_panel, const float (&p)[kLatentHopperHalfKeys / 8][4]) {
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+  const int group_id = lane / 4, col = (lane % 4) * 2;
+#pragma unroll
+  for (int n = 0; n < kLatentHopperHalfKeys / 8; n++)
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+      *reinterpret_cast<uint32_t *>(p_panel +
+                                    latent_p_offset(warp * 16 + group_id + 8 * h, 8 * n + col)) =
+          pack_t2<T>(p[n][2 * h], p[n][2 * h + 1]);
+}
+
+// This thread's A fragment of k-step s (keys 16 s .. 16 s + 15) of the P at p_panel (wgmma.cuh,
+// "Register fragments").
+__device__ __forceinline__ void latent_hopper_load_p(const unsigned char *p_panel, int s,
+                                                     uint32_t (&a)[4]) {
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    a[i] = *reinterpret_cast<const uint32_t *>(
+        p_panel + latent_p_offset(warp * 16 + lane / 4 + 8 * (i % 2),
+                                  s * 16 + (lane % 4) * 2 + 8 * (i / 2)));
+}
+
 // S (64 rows x 32 keys) = Q K^T over kSteps k-steps of 16 channels, fenced, committed and waited:
-// Q from the swizzled tile at q_tile (panel_rows rows, the warpgroup's rows from row0 on), K from
-// the swizzled tile at k_tile (kLatentHopperKeys rows), keys first_key .. first_key + 31.
+// Q from the swizzled tile at q_tile (q_panel_rows rows, the warpgroup's from q_row0 on), K's 32
+// keys from k_tile, whose panels are k_panel_rows rows (a half stage: 32).
 template <typename T, int kSteps>
-__device__ __forceinline__ void latent_hopper_scores(float (&score)[4][4], uint32_t q_tile,
-                                                     int q_panel_rows, int row0, uint32_t k_tile,
-                                                     int first_key) {
+__device__ __forceinline__ void latent_hopper_scores(float (&score)[kLatentHopperHalfKeys / 8][4],
+                                                     uint32_t q_tile, int q_panel_rows, int q_row0,
+                                                     uint32_t k_tile, int k_panel_rows) {
   using mma = wgmma_m64k16<T>;
   wgmma_fence();
 #pragma unroll
   for (int s = 0; s < kSteps; s++) {
-    const uint64_t q_desc = hopper_k_major_desc(q_tile + row0 * 128, q_panel_rows, s);
-    const uint64_t k_desc = hopper_k_major_desc(k_tile + first_key * 128, kLatentHopperKeys, s);
+    const uint64_t q_desc = hopper_k_major_desc(q_tile + q_row0 * 128, q_panel_rows, s);
+    const uint64_t k_desc = hopper_k_major_desc(k_tile, k_panel_rows, s);
     if (s == 0)
       mma::template shared_a_n32<0>(score, q_desc, k_desc);
     else
@@ -142,26 +197,26 @@ __device__ __forceinline__ void latent_hopper_scores(float (&score)[4][4], uint3
   wgmma_fence_operands(score);
 }
 
-// P (rounded to T) of this thread's scores, keys first_key .. first_key + 31 (the accumulator
-// layout of latent_hopper_scores), into the swizzled [64 rows][64 keys] panel at p_panel, where
-// hopper_load_a_fragment reads it as A fragments.
+// Issues O += P V over 32 keys for 256 value channels, after a wgmma_fence of the caller: P as two
+// k-steps of A fragments, V N-major from the tile at v_tile (panels of v_panel_rows rows; a half
+// stage: 32), its 64-channel panels first_panel .. first_panel + 3.
 template <typename T>
-__device__ __forceinline__ void latent_hopper_store_p(unsigned char *p_panel,
-                                                      const float (&p)[4][4], int first_key) {
-  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
-  const int group_id = lane / 4, col = (lane % 4) * 2;
+__device__ __forceinline__ void latent_hopper_issue_values(
+    float (&out_acc)[kLatentHopperValueWidth / 2 / 8][4], const uint32_t (&p_frag)[2][4],
+    uint32_t v_tile, int v_panel_rows, int first_panel) {
+  using mma = wgmma_m64k16<T>;
 #pragma unroll
-  for (int n = 0; n < 4; n++)
+  for (int s = 0; s < kLatentHopperHalfKeys / 16; s++)
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const int row = warp * 16 + group_id + 8 * h, key = first_key + 8 * n + col;
-      const int at = swizzle128_chunk_offset(kLatentHopperKeys, row, key / 8) + (key % 8) * 2;
-      *reinterpret_cast<uint32_t *>(p_panel + at) = pack_t2<T>(p[n][2 * h], p[n][2 * h + 1]);
-    }
+    for (int part = 0; part < 2; part++)
+      mma::template registers_a<1, 1>(
+          *reinterpret_cast<float(*)[16][4]>(&out_acc[part * 16]), p_frag[s],
+          hopper_n_major_desc(v_tile, v_panel_rows, s, first_panel + 2 * part));
 }
 
 // The producer warpgroup: units, their rows and Q into the unit slot, their latent tiles into the
-// stage ring, until the schedule runs out (then the slot says done).
+// ring of tile slots (warp `run`'s 16 keys into half run / 2), until the schedule runs out (then
+// the slot says done).
 template <typename T>
 __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
                                                       const latent_hopper_smem &S) {
@@ -176,7 +231,9 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
   hopper_scratch *scratch = S.scratch();
   latent_hopper_unit *U = S.unit();
   ring_position<1> unit_pos = {0, 0u};
-  ring_position<kLatentHopperStages> tile_pos = {0, 0u};
+  ring_position<kLatentHopperTileSlots> tile_pos = {0, 0u};
+  const int half = run / kLatentHopperRunsPerHalf;
+  const int half_row0 = (run % kLatentHopperRunsPerHalf) * kLatentHopperRunKeys;
   for (;;) {
     if (tid == 0) scratch->taken = atomicAdd(P.work_counter, 1u);
     named_barrier_sync(kLatentHopperProducerBarrier, kLatentHopperWarpgroupThreads);
@@ -220,26 +277,28 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
             block_id >= 0 ? kv_row_offset(P.kv, block_id, key0, 0) * (int64_t)sizeof(T) : 0;
         const unsigned char *src = cache + row_offset;
         mbarrier_wait(S.empty(tile_pos.slot), tile_pos.phase ^ 1u);
-        unsigned char *stage = S.stage(tile_pos.slot);
+        const int stage_index = 2 * tile_pos.slot + half;
+        unsigned char *stage = S.stage(stage_index);
 #pragma unroll 4
         for (int i = lane; i < kRunChunks; i += 32) {
           const int row = i / G::kChunks, chunk = i % G::kChunks;
           const bool fill = valid >> row & 1u;
-          cp_async_16(stage + swizzle128_chunk_offset(kLatentHopperKeys,
-                                                      run * kLatentHopperRunKeys + row, chunk),
-                      fill ? src + row * slot_bytes + chunk * 16 : cache, fill);
+          cp_async_16(
+              stage + swizzle128_chunk_offset(kLatentHopperHalfKeys, half_row0 + row, chunk),
+              fill ? src + row * slot_bytes + chunk * 16 : cache, fill);
         }
-        if (lane == 0)  // the run's bits of the tile's loaded-keys word
-          reinterpret_cast<uint16_t *>(S.loaded_keys(tile_pos.slot))[run] = (uint16_t)valid;
-        mbarrier_track_cp_async(S.full(tile_pos.slot));
-        mbarrier_arrive(S.full(tile_pos.slot));
+        if (lane == 0)  // the run's bits of the half's loaded-keys word
+          reinterpret_cast<uint16_t *>(S.loaded_keys(stage_index))[run % kLatentHopperRunsPerHalf] =
+              (uint16_t)valid;
+        mbarrier_track_cp_async(S.full(stage_index));
+        mbarrier_arrive(S.full(stage_index));
         tile_pos.advance();
       }
     };
     // The unit's first tiles go into the ring as the consumers free it, before the unit slot
     // (which they hold until the previous unit's last scores are done): the ring stays full across
     // the unit boundary. The consumers read the ring in order, so these tiles wait for the slot.
-    const int64_t early_end = min(tile_end, tile_begin + kLatentHopperStages);
+    const int64_t early_end = min(tile_end, tile_begin + kLatentHopperTileSlots);
     load_tiles(tile_begin, early_end);
 
     // The unit slot: the rows, the unit, and the Q rows (zero for other rows: finite scores,
@@ -278,25 +337,27 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
   asm volatile("cp.async.wait_all;" ::: "memory");  // nothing lands after the thread has left
 }
 
-// The consumer warpgroups (see the header comment). Consumer warpgroup cw owns keys
-// 32 cw .. 32 cw + 31 of every tile's scores and value channels 256 cw .. 256 cw + 255; its warp
-// `quad` the rows 16 quad .. 16 quad + 15.
+// The consumer warpgroups (see the header comment): consumer warpgroup cw scores half cw of each
+// tile and owns value channels 256 cw .. 256 cw + 255; its warp `quad` the rows 16 quad ..
+// 16 quad + 15. Each publishes its maxima in row_stats[cw][row].
 template <typename T>
 __device__ __forceinline__ void latent_hopper_consume(const prefill_params &P,
                                                       const latent_hopper_smem &S) {
   using G = latent_hopper_geometry;
-  using mma = wgmma_m64k16<T>;
   constexpr int kOutTiles = kLatentHopperValueWidth / 2 / 8;  // 32 n8 tiles: 256 channels
+  constexpr int kScoreTiles = kLatentHopperHalfKeys / 8;
+  constexpr int kPSteps = kLatentHopperHalfKeys / 16;
   constexpr int kPairThreads = 2 * kLatentHopperWarpgroupThreads;
   const int consumer = threadIdx.x - kLatentHopperWarpgroupThreads;
   const int cw = consumer / kLatentHopperWarpgroupThreads, quad = (consumer / 32) % 4;
   const int lane = threadIdx.x % 32, group_id = lane / 4, col = (lane % 4) * 2;
   const int row0 = quad * 16;
-  float *row_stats = S.row_stats();
+  float *const my_stats = S.row_stats() + cw * kLatentHopperRows + row0 + group_id;
+  const float *const their_stats = S.row_stats() + (1 - cw) * kLatentHopperRows + row0 + group_id;
   const latent_hopper_unit *U = S.unit();
   const uint32_t q_tile = shared_address(S.q());
   ring_position<1> unit_pos = {0, 0u};
-  ring_position<kLatentHopperStages> tile_pos = {0, 0u};
+  ring_position<kLatentHopperTileSlots> tile_pos = {0, 0u};
   for (;;) {
     mbarrier_wait(S.unit_full(), unit_pos.phase);
     if (U->done) break;
@@ -319,79 +380,99 @@ __device__ __forceinline__ void latent_hopper_consume(const prefill_params &P,
 #pragma unroll
       for (int i = 0; i < 4; i++) out_acc[n][i] = 0.0f;
     for (int64_t tile = tile_begin; tile < tile_end; tile++) {
-      mbarrier_wait(S.full(tile_pos.slot), tile_pos.phase);
-      __syncwarp();
+      const int mine = 2 * tile_pos.slot + cw, theirs = 2 * tile_pos.slot + 1 - cw;
       if (has_rows) {
-        fence_async_proxy();  // the tile landed through cp.async
-        const uint64_t word = lane == 0 ? *S.loaded_keys(tile_pos.slot) : 0u;
-        const uint32_t mapped = __shfl_sync(0xffffffffu, (uint32_t)(word >> (32 * cw)), 0);
-        const uint32_t stage = shared_address(S.stage(tile_pos.slot));
+        // 0. the scores of this warpgroup's half
+        mbarrier_wait(S.full(mine), tile_pos.phase);
+        fence_async_proxy();  // the half landed through cp.async
+        const uint32_t mapped = __shfl_sync(0xffffffffu, lane == 0 ? *S.loaded_keys(mine) : 0u, 0);
+        const uint32_t mine_stage = shared_address(S.stage(mine));
+        const uint32_t their_stage = shared_address(S.stage(theirs));
+        float scores[1][kScoreTiles][4];  // softmax_step_scores takes m16 tiles of rows
+        float(&score)[kScoreTiles][4] = scores[0];
+        latent_hopper_scores<T, kLatentHopperWidth / 16>(score, q_tile, kLatentHopperRows, 0,
+                                                         mine_stage, kLatentHopperHalfKeys);
+        const float score_scale = softmax_step_scores(scores, P.scale, P.softcap);
+        const int32_t key0 =
+            (int32_t)(tile * kLatentHopperKeys - key_base) + cw * kLatentHopperHalfKeys;
+        prefill_mask_scores(score, key0, mapped, 0u, my_lo, my_hi, col);
+        float new_max[2];
+        row_tile_max(score, new_max);
+        new_max[0] *= score_scale;
+        new_max[1] *= score_scale;
 
-        // 1. this warpgroup's 32 keys of the scores
-        float score[1][4][4];
-        latent_hopper_scores<T, kLatentHopperWidth / 16>(score[0], q_tile, kLatentHopperRows, 0,
-                                                         stage, 32 * cw);
-        transform_scores(score, P.scale, P.softcap);
-        const int32_t key0 = (int32_t)(tile * kLatentHopperKeys - key_base) + 32 * cw;
-        prefill_mask_scores(score[0], key0, mapped, 0u, my_lo, my_hi, col);
-
-        // 2. the rows' maxima over both warpgroups' keys, the same running max in both
-        float pass_max[2] = {-INFINITY, -INFINITY};
+        // P fragments: this warpgroup's own half (p_own), then the other's (p_other)
+        uint32_t p_own[kPSteps][4], p_other[kPSteps][4];
+        if (cw == 0) {
+          // 1. the step to m0, published; O_0 += P0 V0_0 (waited before the barrier: warpgroup
+          // 1's softmax runs meanwhile, and P0's fragments are not held beside P0 itself)
+          softmax_step_to_max(score, row_max, row_sum, out_acc, score_scale, new_max);
+          if (lane % 4 == 0) my_stats[0] = row_max[0], my_stats[8] = row_max[1];
+          named_barrier_sync(kLatentHopperMax0Barrier, kPairThreads);
 #pragma unroll
-        for (int n = 0; n < 4; n++)
+          for (int g = 0; g < kPSteps; g++) prefill_p_fragment<T>(score, g, p_own[g]);
+          wgmma_fence();
+          latent_hopper_issue_values<T>(out_acc, p_own, mine_stage, kLatentHopperHalfKeys,
+                                        4 * cw);
+          wgmma_commit();
+          wgmma_wait<0>();
+          wgmma_fence_operands(out_acc);
+          wgmma_fence_operands(p_own);
+          // 3. the step to m1; P0 rescaled to it for warpgroup 1; O_0 += P1 V1_0
+          named_barrier_sync(kLatentHopperMax1Barrier, kPairThreads);
+          float rescale[2];
 #pragma unroll
-          for (int i = 0; i < 4; i++) pass_max[i / 2] = fmaxf(pass_max[i / 2], score[0][n][i]);
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-          pass_max[h] = fmaxf(pass_max[h], __shfl_xor_sync(0xffffffffu, pass_max[h], 1));
-          pass_max[h] = fmaxf(pass_max[h], __shfl_xor_sync(0xffffffffu, pass_max[h], 2));
-          if (lane % 4 == 0)
-            row_stats[cw * kLatentHopperRows + row0 + group_id + 8 * h] = pass_max[h];
-        }
-        named_barrier_sync(kLatentHopperMaxBarrier, kPairThreads);
-        float rescale[2], base[2];
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-          const int r = row0 + group_id + 8 * h;
-          const softmax_step step = online_softmax_step(
-              row_max[h], fmaxf(row_stats[r], row_stats[kLatentHopperRows + r]));
-          base[h] = step.base;
-          rescale[h] = step.rescale;
-          row_sum[h] *= rescale[h];
-        }
-#pragma unroll
-        for (int n = 0; n < 4; n++)
-#pragma unroll
-          for (int i = 0; i < 4; i++) {
-            const float p = softmax_exp2(score[0][n][i] - base[i / 2]);
-            score[0][n][i] = p;
-            row_sum[i / 2] += p;
+          for (int h = 0; h < 2; h++) {
+            rescale[h] = online_softmax_step(row_max[h], their_stats[8 * h]).rescale;
+            row_sum[h] *= rescale[h];
           }
-        rescale_accumulator_rows(out_acc, rescale);
-
-        // 3. P of this warpgroup's keys into the stage's last panel (its scores are done in both
-        // warpgroups: they passed the barrier after their waits), then all of P back as A
-        // fragments and O += P V over this warpgroup's value channels
-        unsigned char *p_panel = S.p_panel(tile_pos.slot);
-        latent_hopper_store_p<T>(p_panel, score[0], 32 * cw);
-        named_barrier_sync(kLatentHopperPBarrier, kPairThreads);
-        uint32_t p_frag[4][4];
 #pragma unroll
-        for (int s = 0; s < 4; s++)
-          hopper_load_a_fragment(p_panel, kLatentHopperKeys, 0, s, p_frag[s]);
+          for (int n = 0; n < kScoreTiles; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) score[n][i] *= rescale[i / 2];
+          latent_hopper_store_p<T>(S.p_panel(mine), score);
+          named_barrier_sync(kLatentHopperP0Barrier, kPairThreads);
+          rescale_accumulator_rows(out_acc, rescale);
+          mbarrier_wait(S.full(theirs), tile_pos.phase);  // half 1's values, seen here too
+          fence_async_proxy();
+#pragma unroll
+          for (int s = 0; s < kPSteps; s++) latent_hopper_load_p(S.p_panel(theirs), s, p_other[s]);
+        } else {
+          // 2. the step to m1 = max(m0, these scores' max), published with P1; O_1 += P1 V1_1
+          named_barrier_sync(kLatentHopperMax0Barrier, kPairThreads);
+#pragma unroll
+          for (int h = 0; h < 2; h++) new_max[h] = fmaxf(new_max[h], their_stats[8 * h]);
+          softmax_step_to_max(score, row_max, row_sum, out_acc, score_scale, new_max);
+          latent_hopper_store_p<T>(S.p_panel(mine), score);
+          if (lane % 4 == 0) my_stats[0] = row_max[0], my_stats[8] = row_max[1];
+          named_barrier_sync(kLatentHopperMax1Barrier, kPairThreads);
+#pragma unroll
+          for (int g = 0; g < kPSteps; g++) prefill_p_fragment<T>(score, g, p_own[g]);
+          wgmma_fence();
+          latent_hopper_issue_values<T>(out_acc, p_own, mine_stage, kLatentHopperHalfKeys,
+                                        4 * cw);
+          // then P0 V0_1 with P0 from warpgroup 0 (the same accumulators: no wait between)
+          named_barrier_sync(kLatentHopperP0Barrier, kPairThreads);
+          mbarrier_wait(S.full(theirs), tile_pos.phase);  // half 0's values, seen here too
+          fence_async_proxy();
+#pragma unroll
+          for (int s = 0; s < kPSteps; s++) latent_hopper_load_p(S.p_panel(theirs), s, p_other[s]);
+        }
+        // O_w += P V_w of the other warpgroup's half (warpgroup 1's own P V may still run: the
+        // fences after the wait keep both fragment sets in their registers until then)
         wgmma_fence();
-#pragma unroll
-        for (int s = 0; s < 4; s++)
-#pragma unroll
-          for (int part = 0; part < 2; part++)
-            mma::template registers_a<1, 1>(
-                *reinterpret_cast<float(*)[16][4]>(&out_acc[part * 16]), p_frag[s],
-                hopper_n_major_desc(stage, kLatentHopperKeys, s, 4 * cw + 2 * part));
+        latent_hopper_issue_values<T>(out_acc, p_other, their_stage, kLatentHopperHalfKeys,
+                                      4 * cw);
         wgmma_commit();
         wgmma_wait<0>();
         wgmma_fence_operands(out_acc);
-        wgmma_fence_operands(p_frag);
+        wgmma_fence_operands(p_own);
+        wgmma_fence_operands(p_other);
+      } else {
+        mbarrier_wait(S.full(2 * tile_pos.slot), tile_pos.phase);
+        mbarrier_wait(S.full(2 * tile_pos.slot + 1), tile_pos.phase);
       }
+      // Every consumer thread frees the tile slot: its own reads of it (P included) are done.
       mbarrier_arrive(S.empty(tile_pos.slot));
       tile_pos.advance();
     }
@@ -399,8 +480,8 @@ __device__ __forceinline__ void latent_hopper_consume(const prefill_params &P,
     unit_pos.advance();
     if (!has_rows) continue;
 
-    // Each row's sum over both warpgroups' keys (the last P barrier ordered every read of the
-    // maxima before these writes; the second barrier every read of the sums before the next
+    // Each row's sum over both warpgroups' tiles (the last pair's barriers ordered every read of
+    // the maxima before these writes; the second barrier every read of the sums before the next
     // unit's maxima), then this warpgroup's channels of every valid row.
     float l[2];
 #pragma unroll
@@ -408,15 +489,12 @@ __device__ __forceinline__ void latent_hopper_consume(const prefill_params &P,
       l[h] = row_sum[h];
       l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
       l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-      if (lane % 4 == 0) row_stats[cw * kLatentHopperRows + row0 + group_id + 8 * h] = l[h];
+      if (lane % 4 == 0) my_stats[8 * h] = l[h];
     }
-    named_barrier_sync(kLatentHopperMaxBarrier, kPairThreads);
+    named_barrier_sync(kLatentHopperSumBarrier, kPairThreads);
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const int r = row0 + group_id + 8 * h;
-      l[h] = row_stats[r] + row_stats[kLatentHopperRows + r];
-    }
-    named_barrier_sync(kLatentHopperMaxBarrier, kPairThreads);
+    for (int h = 0; h < 2; h++) l[h] += their_stats[8 * h];
+    named_barrier_sync(kLatentHopperSumBarrier, kPairThreads);
 #pragma unroll
     for (int h = 0; h < 2; h++) {
       const int r = row0 + group_id + 8 * h;
@@ -444,10 +522,10 @@ __global__ void __launch_bounds__(kLatentHopperThreads, 1) latent_hopper_kernel(
   const latent_hopper_smem S = {smem_raw +
                                 ((1024u - (shared_address(smem_raw) & 1023u)) & 1023u)};
   if (threadIdx.x == 0) {
-    for (int i = 0; i < kLatentHopperStages; i++) {
-      mbarrier_init(S.full(i), kLatentHopperWarpgroupThreads);
+    for (int i = 0; i < kLatentHopperStages; i++)
+      mbarrier_init(S.full(i), kLatentHopperHalfThreads);
+    for (int i = 0; i < kLatentHopperTileSlots; i++)
       mbarrier_init(S.empty(i), kLatentHopperConsumerThreads);
-    }
     mbarrier_init(S.unit_full(), kLatentHopperWarpgroupThreads);
     mbarrier_init(S.unit_empty(), kLatentHopperConsumerThreads);
     mbarrier_init_fence();

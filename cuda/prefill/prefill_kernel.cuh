@@ -303,26 +303,37 @@ __device__ __forceinline__ void prefill_mask_scores(float (&score)[kNTiles][4], 
     }
 }
 
-// One online-softmax step of an m16 tile's two rows per thread over kNTiles n-tiles of scores
-// (masked; times score_scale > 0 they are in log2 units, softmax_step_scores): the running max (log2
-// units), this thread's part of the running sum, the output accumulators rescaled; the scores become
-// the unnormalized probabilities.
-template <int kNTiles, int kOutTiles>
-__device__ __forceinline__ void prefill_softmax_step(float (&score)[kNTiles][4], float (&row_max)[2],
-                                                     float (&row_sum)[2],
-                                                     float (&out_acc)[kOutTiles][4],
-                                                     float score_scale) {
-  float pass_max[2] = {-INFINITY, -INFINITY};
+// Each of the thread's two rows' maximum over an m16 tile's kNTiles n-tiles of scores (the four
+// lanes of a row combined).
+template <int kNTiles>
+__device__ __forceinline__ void row_tile_max(const float (&score)[kNTiles][4],
+                                             float (&tile_max)[2]) {
+  tile_max[0] = tile_max[1] = -INFINITY;
 #pragma unroll
   for (int n = 0; n < kNTiles; n++)
 #pragma unroll
-    for (int i = 0; i < 4; i++) pass_max[i / 2] = fmaxf(pass_max[i / 2], score[n][i]);
+    for (int i = 0; i < 4; i++) tile_max[i / 2] = fmaxf(tile_max[i / 2], score[n][i]);
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+    tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
+  }
+}
+
+// One online-softmax step of an m16 tile's two rows per thread over kNTiles n-tiles of scores
+// (masked; times score_scale > 0 they are in log2 units, softmax_step_scores), given the new
+// scores' maximum in log2 units (at least theirs; more where another warpgroup's keys count too):
+// the running max, this thread's part of the running sum, the output accumulators rescaled; the
+// scores become the unnormalized probabilities.
+template <int kNTiles, int kOutTiles>
+__device__ __forceinline__ void softmax_step_to_max(float (&score)[kNTiles][4],
+                                                    float (&row_max)[2], float (&row_sum)[2],
+                                                    float (&out_acc)[kOutTiles][4],
+                                                    float score_scale, const float (&new_max)[2]) {
   float rescale[2], base[2];
 #pragma unroll
   for (int h = 0; h < 2; h++) {
-    pass_max[h] = fmaxf(pass_max[h], __shfl_xor_sync(0xffffffffu, pass_max[h], 1));
-    pass_max[h] = fmaxf(pass_max[h], __shfl_xor_sync(0xffffffffu, pass_max[h], 2));
-    const softmax_step step = online_softmax_step(row_max[h], pass_max[h] * score_scale);
+    const softmax_step step = online_softmax_step(row_max[h], new_max[h]);
     base[h] = step.base;
     rescale[h] = step.rescale;
     row_sum[h] *= rescale[h];
@@ -336,6 +347,19 @@ __device__ __forceinline__ void prefill_softmax_step(float (&score)[kNTiles][4],
       row_sum[i / 2] += p;
     }
   rescale_accumulator_rows(out_acc, rescale);
+}
+
+// The same step with the maximum of the scores themselves.
+template <int kNTiles, int kOutTiles>
+__device__ __forceinline__ void prefill_softmax_step(float (&score)[kNTiles][4], float (&row_max)[2],
+                                                     float (&row_sum)[2],
+                                                     float (&out_acc)[kOutTiles][4],
+                                                     float score_scale) {
+  float tile_max[2];
+  row_tile_max(score, tile_max);
+  tile_max[0] *= score_scale;
+  tile_max[1] *= score_scale;
+  softmax_step_to_max(score, row_max, row_sum, out_acc, score_scale, tile_max);
 }
 
 // The A fragment of P (rounded to T, as in every flash kernel) for the 16 keys of n-tiles 2g and

@@ -5,8 +5,9 @@
  * places, then for each warpgroup S = Q K^T with Q as register fragments and from shared memory
  * (hopper_scores), and O = P V with P built into A fragments by prefill_p_fragment
  * (hopper_add_values); LATENT's: S 32 keys at a time with Q and K from shared memory
- * (latent_hopper_scores, wgmma m64n32k16, K from row 0 or 32 of its tile), and O = P V with P
- * stored into a swizzled 64 x 64 panel (latent_hopper_store_p) and read back as A fragments. For
+ * (latent_hopper_scores, wgmma m64n32k16, K from row 0 or 32 of its tile), and O = P V in two
+ * 32-key halves (latent_hopper_issue_values) with each half's P stored into its panel
+ * (latent_hopper_store_p) and read back as A fragments (latent_hopper_load_p). For
  * 64, 128 and 256 channels in fp16 and bf16 (the PREFILL kernel is built for 128 and 256, LATENT's
  * for 576; the others show the blocks are right there too). The PREFILL tiles sit where the kernel
  * puts them (hopper_smem: the last Q slot, the last stage's K and V, so every descriptor starts at
@@ -39,9 +40,10 @@ template <int D>
 constexpr int p_panels_offset() {
   return (hopper_geometry<__half, D>::kSmemBytes - 1024 + 1023) / 1024 * 1024;
 }
+constexpr int kLatentPanelBytes = latent_hopper_geometry::kPanelBytes;  // one half's P
 template <int D>
 constexpr int smem_bytes() {
-  return p_panels_offset<D>() + 2 * kKeys * kKeys * 2 + 1024;  // + a P panel per warpgroup
+  return p_panels_offset<D>() + 4 * kLatentPanelBytes + 1024;  // + two P panels per warpgroup
 }
 
 template <typename T, int D>
@@ -60,7 +62,7 @@ __global__ void __launch_bounds__(kThreads) layout_kernel(const T *q, const T *k
   unsigned char *q_tile = S.q(G::kQSlots - 1);
   unsigned char *k_tile = S.k_tile(G::kStages - 1);
   unsigned char *v_tile = S.v_tile(G::kStages - 1);
-  unsigned char *p_panels = S.base + p_panels_offset<D>();  // [warpgroup][64 rows][64 keys]
+  unsigned char *p_panels = S.base + p_panels_offset<D>();  // [warpgroup][half][P panel]
   constexpr int kChunks = D / 8;
   for (int i = threadIdx.x; i < kQRows * kChunks; i += kThreads)
     *reinterpret_cast<uint4 *>(q_tile + swizzle128_chunk_offset(kQRows, i / kChunks, i % kChunks)) =
@@ -115,13 +117,15 @@ __global__ void __launch_bounds__(kThreads) layout_kernel(const T *q, const T *k
   };
   values_into(o);
 
-  // LATENT: S in two 32-key halves; P of each half into the warpgroup's panel, then O = P V
-  unsigned char *p_panel = p_panels + wg * kKeys * kKeys * 2;
+  // LATENT: S in two 32-key halves (K from row 0 or 32 of its tile); P of each half into its own
+  // panel (latent_p_offset's layout), then O = P V as two 32-key halves with P read back from the
+  // panels, over 256 value channels of which the first D are compared
+  unsigned char *p_panel = p_panels + wg * 2 * kLatentPanelBytes;
 #pragma unroll
   for (int half = 0; half < 2; half++) {
     float half_score[4][4];
     latent_hopper_scores<T, D / 16>(half_score, shared_address(q_tile), kQRows, wg * 64,
-                                    shared_address(k_tile), 32 * half);
+                                    shared_address(k_tile) + 32 * half * 128, kKeys);
 #pragma unroll
     for (int j = 0; j < 4; j++)
 #pragma unroll
@@ -130,13 +134,35 @@ __global__ void __launch_bounds__(kThreads) layout_kernel(const T *q, const T *k
         s_n32[row_of(i) * kKeys + key] = half_score[j][i];
         half_score[j][i] = p[row_of(i) * kKeys + key];
       }
-    latent_hopper_store_p<T>(p_panel, half_score, 32 * half);
+    latent_hopper_store_p<T>(p_panel + half * kLatentPanelBytes, half_score);
   }
   __syncwarp();
-  named_barrier_sync(1 + wg, 128);  // the warpgroup's P panel is written
+  named_barrier_sync(1 + wg, 128);  // the warpgroup's P panels are written
+  uint32_t p_half[2][2][4];
 #pragma unroll
-  for (int s = 0; s < 4; s++) hopper_load_a_fragment(p_panel, kKeys, 0, s, p_frag[s]);
-  values_into(o_panel);
+  for (int half = 0; half < 2; half++)
+#pragma unroll
+    for (int s = 0; s < 2; s++)
+      latent_hopper_load_p(p_panel + half * kLatentPanelBytes, s, p_half[half][s]);
+  float out[32][4];
+#pragma unroll
+  for (int n = 0; n < 32; n++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) out[n][i] = 0.0f;
+  wgmma_fence();
+#pragma unroll
+  for (int half = 0; half < 2; half++)
+    latent_hopper_issue_values<T>(out, p_half[half], shared_address(v_tile) + 32 * half * 128,
+                                  kKeys, 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  wgmma_fence_operands(out);
+  wgmma_fence_operands(p_half[0]);
+  wgmma_fence_operands(p_half[1]);
+#pragma unroll
+  for (int n = 0; n < D / 8; n++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) o_panel[row_of(i) * D + 8 * n + col + (i & 1)] = out[n][i];
 #endif
 }
 
