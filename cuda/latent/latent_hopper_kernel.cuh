@@ -221,8 +221,6 @@ template <typename T>
 __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
                                                       const latent_hopper_smem &S) {
   using G = latent_hopper_geometry;
-  constexpr int kRunChunks = kLatentHopperRunKeys * G::kChunks;  // a warp's chunks of a tile
-  static_assert(kRunChunks % 32 == 0, "whole chunks per lane");
   const int tid = threadIdx.x, lane = tid % 32, run = tid / 32;
   const int64_t slot_bytes = (int64_t)kLatentHopperWidth * sizeof(T);
   const unsigned char *cache = reinterpret_cast<const unsigned char *>(P.k_cache);
@@ -279,13 +277,22 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
         mbarrier_wait(S.empty(tile_pos.slot), tile_pos.phase ^ 1u);
         const int stage_index = 2 * tile_pos.slot + half;
         unsigned char *stage = S.stage(stage_index);
-#pragma unroll 4
-        for (int i = lane; i < kRunChunks; i += 32) {
-          const int row = i / G::kChunks, chunk = i % G::kChunks;
+        // Row by row, lane l takes chunks l, l + 32 and (below 72) l + 64: every place and source
+        // is then a per-lane base plus constants (a division by 72 per chunk cost ~35 producer
+        // instructions per cp.async, issue slots the consumers share).
+#pragma unroll 2
+        for (int row = 0; row < kLatentHopperRunKeys; row++) {
           const bool fill = valid >> row & 1u;
-          cp_async_16(
-              stage + swizzle128_chunk_offset(kLatentHopperHalfKeys, half_row0 + row, chunk),
-              fill ? src + row * slot_bytes + chunk * 16 : cache, fill);
+          // (a row not filled reads nothing; its address stays inside the cache's first row)
+          const unsigned char *src_row = fill ? src + row * slot_bytes : cache;
+#pragma unroll
+          for (int j = 0; j < (G::kChunks + 31) / 32; j++) {
+            const unsigned chunk = (unsigned)lane + 32u * j;
+            if (j < G::kChunks / 32 || chunk < (unsigned)G::kChunks)
+              cp_async_16(stage + swizzle128_chunk_offset(kLatentHopperHalfKeys, half_row0 + row,
+                                                          (int)chunk),
+                          src_row + chunk * 16, fill);
+          }
         }
         if (lane == 0)  // the run's bits of the half's loaded-keys word
           reinterpret_cast<uint16_t *>(S.loaded_keys(stage_index))[run % kLatentHopperRunsPerHalf] =
