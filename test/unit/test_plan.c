@@ -358,6 +358,46 @@ static void dispatch_latent_decode_shaped_is_latent(void **state) {
   expect_backend_only(&c, PA_BACKEND_UNFUSED);
 }
 
+/* LATENT's split slots (issue 17): the number of fp32 partial slots per token its workspace holds,
+ * 1 when the step runs unsplit (no partials, no merge). */
+static int64_t latent_split_slots(const pa_case *c) {
+  pa_plan *plan = case_plan_ok(c);
+  assert_int_equal(plan->backend, PA_BACKEND_LATENT);
+  int64_t slots = 1;
+  for (int32_t i = 0; i < plan->workspace.count; i++) {
+    const pa__workspace_region *r = &plan->workspace.regions[i];
+    if (strstr(r->name, "LATENT partial outputs"))
+      slots = (int64_t)(r->bytes / ((uint64_t)c->attrs.num_heads * 512 * sizeof(float) *
+                                    (uint64_t)c->in[PA_IN_QUERY].dims[0]));
+  }
+  pa_plan_destroy(plan);
+  return slots;
+}
+
+/* The 64-row tile (compute-bound) splits a sequence's keys only where that balances the CTAs
+ * (balanced_split_tiles_for): 128 heads x 64 sequences of 4k are 128 row blocks on 132
+ * multiprocessors and run unsplit, 32 sequences split in two. The 32-row tile (memory-bound) keeps
+ * aiming at twice as many units as multiprocessors. */
+static void latent_splits_balance_the_ctas(void **state) {
+  (void)state;
+  case_config cfg = case_config_latent();
+  cfg.num_heads = 128;
+  cfg.batch_size = 64;
+  cfg.token_count = 64;
+  cfg.block_size = 64;
+  cfg.blocks_per_seq = 4096 / 64;
+  cfg.num_blocks = (int64_t)cfg.batch_size * cfg.blocks_per_seq;
+  pa_case c = built(cfg, CASE_H200);
+  assert_int_equal(latent_split_slots(&c), 1);
+  cfg.batch_size = cfg.token_count = 32;
+  cfg.num_blocks = (int64_t)cfg.batch_size * cfg.blocks_per_seq;
+  c = built(cfg, CASE_H200);
+  assert_int_equal(latent_split_slots(&c), 2);
+  cfg.num_heads = 16; /* one 32-row block per token: 32 units against 2 x 2 x 132 wanted */
+  c = built(cfg, CASE_H200);
+  assert_true(latent_split_slots(&c) >= 8);
+}
+
 /* Forced LATENT refuses what it does not serve, naming the feature and the backend. */
 static void V43_forced_latent_refusals(void **state) {
   (void)state;
@@ -766,6 +806,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(dispatch_attention_bias_is_unfused),
       cmocka_unit_test(dispatch_output_qk_is_unfused),
       cmocka_unit_test(dispatch_latent_decode_shaped_is_latent),
+      cmocka_unit_test(latent_splits_balance_the_ctas),
       cmocka_unit_test(dispatch_forced_backends),
       cmocka_unit_test(dispatch_reference_needs_no_workspace),
       cmocka_unit_test(dispatch_host_plans_are_reference),
