@@ -96,28 +96,27 @@ __device__ __forceinline__ float score_log2(float raw, float qk_scale, float sof
 
 // Raw scores of m16 C fragments (score[..][..][i] belongs to the thread's row i / 2: group_id or
 // group_id + 8) in log2 units, in place, each scaled by its row's scale and softcapped
-// (score_log2). The softcap test is hoisted out of the loops, so the common case is one multiply
-// per score.
+// (score_log2). The softcap test is hoisted out of the loops (kSoftcap), so the common case is one
+// multiply per score.
+template <bool kSoftcap, int A, int B>
+__device__ __forceinline__ void transform_score_rows_as(float (&score)[A][B][4],
+                                                        const float (&row_scale)[2],
+                                                        float softcap) {
+#pragma unroll
+  for (int a = 0; a < A; a++)
+#pragma unroll
+    for (int b = 0; b < B; b++)
+#pragma unroll
+      for (int i = 0; i < 4; i++)
+        score[a][b][i] = score_log2(score[a][b][i], row_scale[i / 2], kSoftcap ? softcap : 0.0f);
+}
 template <int A, int B>
 __device__ __forceinline__ void transform_score_rows(float (&score)[A][B][4],
                                                      const float (&row_scale)[2], float softcap) {
-  if (softcap > 0.0f) {
-#pragma unroll
-    for (int a = 0; a < A; a++)
-#pragma unroll
-      for (int b = 0; b < B; b++)
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-          score[a][b][i] = score_log2(score[a][b][i], row_scale[i / 2], softcap);
-  } else {
-#pragma unroll
-    for (int a = 0; a < A; a++)
-#pragma unroll
-      for (int b = 0; b < B; b++)
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-          score[a][b][i] = score_log2(score[a][b][i], row_scale[i / 2], 0.0f);
-  }
+  if (softcap > 0.0f)
+    transform_score_rows_as<true>(score, row_scale, softcap);
+  else
+    transform_score_rows_as<false>(score, row_scale, softcap);
 }
 
 // The sink logit of a query head (natural units), -inf when head_sink is absent.
