@@ -133,23 +133,35 @@ inline int64_t row_blocks_of(const pa__problem *p, int64_t tokens_per_block, int
 // fill the device twice over; a split spans at least min_tiles tiles (shorter ones cost more in
 // partial writes and merging than they gain in balance), and the fp32 partials of every split slot
 // stay below max_partial_bytes.
-inline int64_t split_tiles_for(const pa__problem *p, const pa_device_caps *caps,
-                               int64_t ctas_per_sm, int64_t row_blocks, int tile_keys,
-                               int64_t min_tiles, int64_t max_partial_bytes) {
+// A split rule's bounds: the block table's capacity in tiles of tile_keys keys (a sequence's most),
+// and a split size raised so that the fp32 partials of every split slot stay below
+// max_partial_bytes, then capped at that capacity.
+inline int64_t split_capacity_tiles(const pa__problem *p, int tile_keys) {
+  const int64_t tiles = ceil_div((int64_t)p->max_blocks_per_seq * p->block_size, tile_keys);
+  return tiles > 1 ? tiles : 1;
+}
+inline int64_t split_tiles_within_partials(const pa__problem *p, int64_t tiles,
+                                           int64_t capacity_tiles, int64_t max_partial_bytes) {
   auto max64 = [](int64_t a, int64_t b) { return a > b ? a : b; };
-  const int64_t capacity_tiles =
-      max64(1, ceil_div((int64_t)p->max_blocks_per_seq * p->block_size, tile_keys));
-  const int64_t sms = caps->multiprocessor_count > 0 ? caps->multiprocessor_count : 1;
-  const int64_t target_ctas = 2 * sms * ctas_per_sm;
-  const int64_t units = max64(1, row_blocks * p->kv_num_heads);
-  if (units >= target_ctas) return capacity_tiles;
-  const int64_t splits_wanted = ceil_div(target_ctas, units);
-  int64_t tiles = max64(min_tiles, ceil_div(capacity_tiles, splits_wanted));
   const int64_t slot_bytes =
       max64(1, p->token_count * p->num_heads * ((int64_t)p->v_head_size * 4 + 8));
   const int64_t max_slots = max64(1, max_partial_bytes / slot_bytes);
   tiles = max64(tiles, ceil_div(capacity_tiles, max_slots));
   return tiles < capacity_tiles ? tiles : capacity_tiles;
+}
+
+inline int64_t split_tiles_for(const pa__problem *p, const pa_device_caps *caps,
+                               int64_t ctas_per_sm, int64_t row_blocks, int tile_keys,
+                               int64_t min_tiles, int64_t max_partial_bytes) {
+  auto max64 = [](int64_t a, int64_t b) { return a > b ? a : b; };
+  const int64_t capacity_tiles = split_capacity_tiles(p, tile_keys);
+  const int64_t sms = caps->multiprocessor_count > 0 ? caps->multiprocessor_count : 1;
+  const int64_t target_ctas = 2 * sms * ctas_per_sm;
+  const int64_t units = max64(1, row_blocks * p->kv_num_heads);
+  if (units >= target_ctas) return capacity_tiles;
+  const int64_t splits_wanted = ceil_div(target_ctas, units);
+  const int64_t tiles = max64(min_tiles, ceil_div(capacity_tiles, splits_wanted));
+  return split_tiles_within_partials(p, tiles, capacity_tiles, max_partial_bytes);
 }
 
 // The split size for a persistent kernel of `ctas` CTAs whose units each cost about their tiles
@@ -163,8 +175,7 @@ inline int64_t balanced_split_tiles_for(const pa__problem *p, int64_t ctas, int6
                                         int tile_keys, int64_t min_tiles,
                                         int64_t max_partial_bytes, int64_t unit_cost_tiles) {
   auto max64 = [](int64_t a, int64_t b) { return a > b ? a : b; };
-  const int64_t capacity_tiles =
-      max64(1, ceil_div((int64_t)p->max_blocks_per_seq * p->block_size, tile_keys));
+  const int64_t capacity_tiles = split_capacity_tiles(p, tile_keys);
   const int64_t units = max64(1, row_blocks * p->kv_num_heads);
   ctas = max64(1, ctas);
   int64_t best_tiles = capacity_tiles;
@@ -176,11 +187,7 @@ inline int64_t balanced_split_tiles_for(const pa__problem *p, int64_t ctas, int6
         ceil_div(units * ceil_div(capacity_tiles, tiles), ctas) * (tiles + unit_cost_tiles);
     if (cost < best_cost) best_cost = cost, best_tiles = tiles;
   }
-  const int64_t slot_bytes =
-      max64(1, p->token_count * p->num_heads * ((int64_t)p->v_head_size * 4 + 8));
-  const int64_t max_slots = max64(1, max_partial_bytes / slot_bytes);
-  best_tiles = max64(best_tiles, ceil_div(capacity_tiles, max_slots));
-  return best_tiles < capacity_tiles ? best_tiles : capacity_tiles;
+  return split_tiles_within_partials(p, best_tiles, capacity_tiles, max_partial_bytes);
 }
 
 // CTAs of smem_bytes of dynamic shared memory that fit on a multiprocessor, estimated without the

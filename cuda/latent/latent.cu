@@ -157,7 +157,7 @@ pa_status latent_plan(pa_plan *plan, int setup_device) {
       rows_of(p) == 32
           ? split_tiles_for(p, &plan->caps, 2, row_blocks, kLatentTileKeys, kMinTilesPerSplit,
                             kMaxPartialBytes)
-          : balanced_split_tiles_for(p, std::max(1, plan->caps.multiprocessor_count), row_blocks,
+          : balanced_split_tiles_for(p, plan->caps.multiprocessor_count, row_blocks,
                                      kLatentTileKeys, kMinTilesPerSplit, kMaxPartialBytes,
                                      kUnitCostTiles);
   const int64_t bound_tiles = std::max<int64_t>(1, ceil_div(p->max_kv_len, kLatentTileKeys));

@@ -162,16 +162,10 @@ __device__ __forceinline__ void latent_hopper_store_p(
           pack_t2<T>(p[n][2 * h], p[n][2 * h + 1]);
 }
 
-// This thread's A fragment of k-step s (keys 16 s .. 16 s + 15) of the P at p_panel (wgmma.cuh,
-// "Register fragments").
+// This thread's A fragment of k-step s (keys 16 s .. 16 s + 15) of the P at p_panel.
 __device__ __forceinline__ void latent_hopper_load_p(const unsigned char *p_panel, int s,
                                                      uint32_t (&a)[4]) {
-  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
-#pragma unroll
-  for (int i = 0; i < 4; i++)
-    a[i] = *reinterpret_cast<const uint32_t *>(
-        p_panel + latent_p_offset(warp * 16 + lane / 4 + 8 * (i % 2),
-                                  s * 16 + (lane % 4) * 2 + 8 * (i / 2)));
+  load_a_fragment_at(p_panel, 0, s, a, latent_p_offset);
 }
 
 // S (64 rows x 32 keys) = Q K^T over kSteps k-steps of 16 channels, fenced, committed and waited:
@@ -195,23 +189,6 @@ __device__ __forceinline__ void latent_hopper_scores(float (&score)[kLatentHoppe
   wgmma_commit();
   wgmma_wait<0>();
   wgmma_fence_operands(score);
-}
-
-// Issues O += P V over 32 keys for 256 value channels, after a wgmma_fence of the caller: P as two
-// k-steps of A fragments, V N-major from the tile at v_tile (panels of v_panel_rows rows; a half
-// stage: 32), its 64-channel panels first_panel .. first_panel + 3.
-template <typename T>
-__device__ __forceinline__ void latent_hopper_issue_values(
-    float (&out_acc)[kLatentHopperValueWidth / 2 / 8][4], const uint32_t (&p_frag)[2][4],
-    uint32_t v_tile, int v_panel_rows, int first_panel) {
-  using mma = wgmma_m64k16<T>;
-#pragma unroll
-  for (int s = 0; s < kLatentHopperHalfKeys / 16; s++)
-#pragma unroll
-    for (int part = 0; part < 2; part++)
-      mma::template registers_a<1, 1>(
-          *reinterpret_cast<float(*)[16][4]>(&out_acc[part * 16]), p_frag[s],
-          hopper_n_major_desc(v_tile, v_panel_rows, s, first_panel + 2 * part));
 }
 
 // The producer warpgroup: units, their rows and Q into the unit slot, their latent tiles into the
@@ -419,8 +396,8 @@ __device__ __forceinline__ void latent_hopper_consume(const prefill_params &P,
 #pragma unroll
           for (int g = 0; g < kPSteps; g++) prefill_p_fragment<T>(score, g, p_own[g]);
           wgmma_fence();
-          latent_hopper_issue_values<T>(out_acc, p_own, mine_stage, kLatentHopperHalfKeys,
-                                        4 * cw);
+          hopper_issue_values<T, kLatentHopperValueWidth / 2, kPSteps>(
+              out_acc, p_own, mine_stage, kLatentHopperHalfKeys, 4 * cw);
           wgmma_commit();
           wgmma_wait<0>();
           wgmma_fence_operands(out_acc);
@@ -456,8 +433,8 @@ __device__ __forceinline__ void latent_hopper_consume(const prefill_params &P,
 #pragma unroll
           for (int g = 0; g < kPSteps; g++) prefill_p_fragment<T>(score, g, p_own[g]);
           wgmma_fence();
-          latent_hopper_issue_values<T>(out_acc, p_own, mine_stage, kLatentHopperHalfKeys,
-                                        4 * cw);
+          hopper_issue_values<T, kLatentHopperValueWidth / 2, kPSteps>(
+              out_acc, p_own, mine_stage, kLatentHopperHalfKeys, 4 * cw);
           // then P0 V0_1 with P0 from warpgroup 0 (the same accumulators: no wait between)
           named_barrier_sync(kLatentHopperP0Barrier, kPairThreads);
           mbarrier_wait(S.full(theirs), tile_pos.phase);  // half 0's values, seen here too
@@ -468,8 +445,8 @@ __device__ __forceinline__ void latent_hopper_consume(const prefill_params &P,
         // O_w += P V_w of the other warpgroup's half (warpgroup 1's own P V may still run: the
         // fences after the wait keep both fragment sets in their registers until then)
         wgmma_fence();
-        latent_hopper_issue_values<T>(out_acc, p_other, their_stage, kLatentHopperHalfKeys,
-                                      4 * cw);
+        hopper_issue_values<T, kLatentHopperValueWidth / 2, kPSteps>(
+            out_acc, p_other, their_stage, kLatentHopperHalfKeys, 4 * cw);
         wgmma_commit();
         wgmma_wait<0>();
         wgmma_fence_operands(out_acc);

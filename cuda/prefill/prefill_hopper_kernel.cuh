@@ -177,18 +177,25 @@ __host__ __device__ constexpr uint64_t hopper_n_major_desc(uint32_t tile, int pa
 
 #if PA_SM90A
 
-// This thread's A fragment of k-step s for the warpgroup rows starting at row0 of a swizzled tile
-// of panel_rows rows (16-bit values; wgmma.cuh, "Register fragments").
-__device__ __forceinline__ void hopper_load_a_fragment(const unsigned char *tile, int panel_rows,
-                                                       int row0, int s, uint32_t (&a)[4]) {
+// This thread's A fragment of k-step s for the warpgroup rows starting at row0 of a tile whose
+// 16-bit element (row, k) lies at byte offset_of(row, k) (wgmma.cuh, "Register fragments").
+template <typename OffsetOf>
+__device__ __forceinline__ void load_a_fragment_at(const unsigned char *tile, int row0, int s,
+                                                   uint32_t (&a)[4], OffsetOf &&offset_of) {
   const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
 #pragma unroll
   for (int i = 0; i < 4; i++) {
     const int row = row0 + warp * 16 + lane / 4 + 8 * (i % 2);
     const int k = s * 16 + (lane % 4) * 2 + 8 * (i / 2);
-    a[i] = *reinterpret_cast<const uint32_t *>(
-        tile + swizzle128_chunk_offset(panel_rows, row, k / 8) + (k % 8) * 2);
+    a[i] = *reinterpret_cast<const uint32_t *>(tile + offset_of(row, k));
   }
+}
+// The same from a swizzled tile of panel_rows rows.
+__device__ __forceinline__ void hopper_load_a_fragment(const unsigned char *tile, int panel_rows,
+                                                       int row0, int s, uint32_t (&a)[4]) {
+  load_a_fragment_at(tile, row0, s, a, [&](int row, int k) {
+    return swizzle128_chunk_offset(panel_rows, row, k / 8) + (k % 8) * 2;
+  });
 }
 
 // Issues S (64 rows x 64 keys) = Q K^T over DMAX channels, after a wgmma_fence of the caller: Q
@@ -229,21 +236,25 @@ __device__ __forceinline__ void hopper_scores(float (&score)[8][4],
   if constexpr (kQInRegisters) wgmma_fence_operands(q_frag);
 }
 
-// Issues O (64 rows x DMAX channels) += P V for the 64 keys of the V tile at v_tile, after a
-// wgmma_fence of the caller; P as four k-steps of A fragments. One wgmma covers up to 128
+// Issues O (64 rows x DMAX channels) += P V for the 16 kKeySteps keys of the V tile at v_tile,
+// after a wgmma_fence of the caller; P as kKeySteps k-steps of A fragments; V N-major in panels of
+// v_panel_rows rows, its channels from 64-channel panel first_panel on. One wgmma covers up to 128
 // channels. hopper_add_values also fences, commits and waits.
-template <typename T, int DMAX>
+template <typename T, int DMAX, int kKeySteps = kPrefillTileKeys / 16>
 __device__ __forceinline__ void hopper_issue_values(float (&out_acc)[DMAX / 8][4],
-                                                    uint32_t (&p_frag)[4][4], uint32_t v_tile) {
+                                                    const uint32_t (&p_frag)[kKeySteps][4],
+                                                    uint32_t v_tile,
+                                                    int v_panel_rows = kPrefillTileKeys,
+                                                    int first_panel = 0) {
   using mma = wgmma_m64k16<T>;
   constexpr int kN = DMAX < 128 ? DMAX : 128;
 #pragma unroll
-  for (int s = 0; s < 4; s++)
+  for (int s = 0; s < kKeySteps; s++)
 #pragma unroll
     for (int part = 0; part < DMAX / kN; part++)
       mma::template registers_a<1, 1>(
           *reinterpret_cast<float(*)[kN / 8][4]>(&out_acc[part * kN / 8]), p_frag[s],
-          hopper_n_major_desc(v_tile, kPrefillTileKeys, s, part * kN / 64));
+          hopper_n_major_desc(v_tile, v_panel_rows, s, first_panel + part * kN / 64));
 }
 template <typename T, int DMAX>
 __device__ __forceinline__ void hopper_add_values(float (&out_acc)[DMAX / 8][4],

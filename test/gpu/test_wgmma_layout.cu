@@ -6,7 +6,7 @@
  * (hopper_scores), and O = P V with P built into A fragments by prefill_p_fragment
  * (hopper_add_values); LATENT's: S 32 keys at a time with Q and K from shared memory
  * (latent_hopper_scores, wgmma m64n32k16, K from row 0 or 32 of its tile), and O = P V in two
- * 32-key halves (latent_hopper_issue_values) with each half's P stored into its panel
+ * 32-key halves (hopper_issue_values over two k-steps) with each half's P stored into its panel
  * (latent_hopper_store_p) and read back as A fragments (latent_hopper_load_p). For
  * 64, 128 and 256 channels in fp16 and bf16 (the PREFILL kernel is built for 128 and 256, LATENT's
  * for 576; the others show the blocks are right there too). The PREFILL tiles sit where the kernel
@@ -152,8 +152,8 @@ __global__ void __launch_bounds__(kThreads) layout_kernel(const T *q, const T *k
   wgmma_fence();
 #pragma unroll
   for (int half = 0; half < 2; half++)
-    latent_hopper_issue_values<T>(out, p_half[half], shared_address(v_tile) + 32 * half * 128,
-                                  kKeys, 0);
+    hopper_issue_values<T, 256, 2>(out, p_half[half], shared_address(v_tile) + 32 * half * 128,
+                                   kKeys, 0);
   wgmma_commit();
   wgmma_wait<0>();
   wgmma_fence_operands(out);
