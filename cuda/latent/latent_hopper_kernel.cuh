@@ -11,8 +11,8 @@
 // the unit's keys or in unmapped blocks zero-filled and left out of the half's loaded-keys word. A
 // tile slot is free again once the consumers are done with both halves, so one tile loads while
 // the other is computed. The unit slot (its rows' admitted keys and its 64 Q rows) is written once
-// the consumers have freed it, after the unit's first two tiles: the ring stays full across unit
-// boundaries.
+// the consumers have freed it, after the unit's first two tiles (a CTA's first unit: before them):
+// the ring stays full across unit boundaries.
 // Two consumer warpgroups share the 64 rows and each tile, a "seesaw" (FlashMLA's schedule): each
 // holds half of the output, O_w for value channels [256 w, 256 w + 256), and scores one half of the
 // tile, so one warpgroup's softmax runs while the other's GEMMs do.
@@ -207,6 +207,7 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
   latent_hopper_unit *U = S.unit();
   ring_position<1> unit_pos = {0, 0u};
   ring_position<kLatentHopperTileSlots> tile_pos = {0, 0u};
+  bool first_unit = true;
   const int half = run / kLatentHopperRunsPerHalf;
   const int half_row0 = (run % kLatentHopperRunsPerHalf) * kLatentHopperRunKeys;
   for (;;) {
@@ -282,7 +283,11 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
     // The unit's first tiles go into the ring as the consumers free it, before the unit slot
     // (which they hold until the previous unit's last scores are done): the ring stays full across
     // the unit boundary. The consumers read the ring in order, so these tiles wait for the slot.
-    const int64_t early_end = min(tile_end, tile_begin + kLatentHopperTileSlots);
+    // A CTA's first unit finds the slot free, and its consumers need Q as much as the first
+    // tile: there Q goes first.
+    const int64_t early_end =
+        first_unit ? tile_begin : min(tile_end, tile_begin + kLatentHopperTileSlots);
+    first_unit = false;
     load_tiles(tile_begin, early_end);
 
     // The unit slot: the rows, the unit, and the Q rows (zero for other rows: finite scores,
