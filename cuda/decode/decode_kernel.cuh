@@ -7,10 +7,11 @@
 // m16n8k16, so each KV tile is read from memory once per group. Tiles are 64 keys at absolute
 // multiples of 64 whatever the page size, so a thread's run of up to 16 consecutive rows of a tile
 // lies in one page: it looks up one block id per tile (prefetched a tile ahead) and issues its
-// rows' 16-byte cp.async loads at a fixed stride into a 3-stage ring. Shared rows are DMAX channels
-// wide; channels past head_size are zero-filled by the same loads, so the math below never tests
-// head_size. Each of the 4 warps owns 16 keys of every tile (fragments through ldmatrix) and runs
-// its own online softmax over them; the warps are merged once at the end. The key range of a token
+// rows' 16-byte cp.async loads at a fixed stride into a 3-stage ring (cp_async_tile_ring, shared
+// with the other mma.sync kernels). Shared rows are DMAX channels wide; channels past head_size
+// are zero-filled by the same loads, so the math below never tests head_size. Each of the 4 warps
+// owns 16 keys of every tile (fragments through ldmatrix) and runs its own online softmax over
+// them; the warps are merged once at the end. The key range of a token
 // is window-clamped ([lo, hi) below) and its tiles are cut into splits of tiles_per_split tiles
 // (fixed at plan time from static shapes only, so results do not depend on attention_metadata);
 // each split writes unnormalized fp32 partial outputs with their running max and sum, and
@@ -258,113 +259,91 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   float row_sum[2] = {0.0f, 0.0f};            // this thread's columns only, reduced at the end
   const float softcap = P.softcap;
 
-  // Prologue of the pipeline; next_entry always holds the block-table entry of the next tile to
-  // issue, looked up one tile early so the issue never waits for the block table.
-  int32_t next_entry = run_block_entry(tile_begin);
-#pragma unroll
-  for (int s = 0; s < kDecodeStages - 1; s++) {
-    const int tile = tile_begin + s;
-    if (tile < tile_end) {
-      const int32_t entry = next_entry;
-      if (tile + 1 < tile_end) next_entry = run_block_entry(tile + 1);
-      issue_tile(tile, entry);
-    }
-    cp_async_commit();
-  }
-
   const M *q_frag_row = q_smem + (lane % 16) * q_stride + (lane / 16) * 8;  // ldmatrix A rows
   // the score scale of rows group_id and group_id + 8 (with 8-bit caches, times the row's 2^shift)
   float row_qk_scale[2] = {qk_scale, qk_scale};
-  for (int tile = tile_begin; tile < tile_end; tile++) {
-    cp_async_wait<kDecodeStages - 2>();
-    __syncthreads();
-    const int ahead = tile + kDecodeStages - 1;
-    if (ahead < tile_end) {
-      const int32_t entry = next_entry;
-      if (ahead + 1 < tile_end) next_entry = run_block_entry(ahead + 1);
-      issue_tile(ahead, entry);
-    }
-    cp_async_commit();
+  cp_async_tile_ring<kDecodeStages>(
+      tile_begin, tile_end, [&](int tile) { return run_block_entry(tile); },
+      [&](int tile, int32_t entry) { issue_tile(tile, entry); },
+      [&](int tile, int stage) {
+        const unsigned char *k_tile =
+            stages + stage * stage_bytes + warp * kDecodeKeysPerWarp * row_bytes;
+        const warp_fragments<M, C> k_frags = {k_tile, row_bytes, lane};
+        const warp_fragments<M, C> v_frags = {k_tile + kDecodeTileKeys * row_bytes, row_bytes,
+                                              lane};
+        // the rows' multipliers, visible since the ring's barrier
+        if (kShifted && tile == tile_begin) {
+#pragma unroll
+          for (int h = 0; h < 2; h++)
+            row_qk_scale[h] = qk_scale * *reinterpret_cast<const float *>(
+                                             q_smem + (group_id + 8 * h) * q_stride + DMAX);
+        }
+        const unsigned char *tile_admitted =
+            admitted + stage * kDecodeTileKeys + warp * kDecodeKeysPerWarp;
 
-    const int stage = tile % kDecodeStages;
-    const unsigned char *k_tile =
-        stages + stage * stage_bytes + warp * kDecodeKeysPerWarp * row_bytes;
-    const warp_fragments<M, C> k_frags = {k_tile, row_bytes, lane};
-    const warp_fragments<M, C> v_frags = {k_tile + kDecodeTileKeys * row_bytes, row_bytes, lane};
-    if (kShifted && tile == tile_begin) {  // the rows' multipliers, visible since the barrier above
+        // scores of 16 heads x this warp's 16 keys
+        float scores[1][2][4] = {{{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}}};
+        float(&score)[2][4] = scores[0];
 #pragma unroll
-      for (int h = 0; h < 2; h++)
-        row_qk_scale[h] = qk_scale * *reinterpret_cast<const float *>(
-                                         q_smem + (group_id + 8 * h) * q_stride + DMAX);
-    }
-    const unsigned char *tile_admitted =
-        admitted + stage * kDecodeTileKeys + warp * kDecodeKeysPerWarp;
+        for (int ks = 0; ks < kSteps; ks += kLoads) {
+          uint32_t a[kLoads][4], b[kLoads][4];
+#pragma unroll
+          for (int s = 0; s < kLoads; s++) ldmatrix_x4(a[s], q_frag_row + (ks + s) * 16);
+          k_frags.scores_k(b, ks);
+#pragma unroll
+          for (int s = 0; s < kLoads; s++) {
+            mma_op<M>::run(score[0], a[s], b[s][0], b[s][1]);
+            mma_op<M>::run(score[1], a[s], b[s][2], b[s][3]);
+          }
+        }
 
-    // scores of 16 heads x this warp's 16 keys
-    float scores[1][2][4] = {{{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}}};
-    float(&score)[2][4] = scores[0];
+        // scale, softcap, mask; online softmax per row (log2 units)
+        transform_score_rows(scores, row_qk_scale, softcap);
+        float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int ks = 0; ks < kSteps; ks += kLoads) {
-      uint32_t a[kLoads][4], b[kLoads][4];
+        for (int n = 0; n < 2; n++)
 #pragma unroll
-      for (int s = 0; s < kLoads; s++) ldmatrix_x4(a[s], q_frag_row + (ks + s) * 16);
-      k_frags.scores_k(b, ks);
+          for (int i = 0; i < 4; i++) {
+            if (!tile_admitted[n * 8 + col + (i & 1)]) score[n][i] = -INFINITY;
+            tile_max[i / 2] = fmaxf(tile_max[i / 2], score[n][i]);
+          }
+        float rescale[2], base[2];
 #pragma unroll
-      for (int s = 0; s < kLoads; s++) {
-        mma_op<M>::run(score[0], a[s], b[s][0], b[s][1]);
-        mma_op<M>::run(score[1], a[s], b[s][2], b[s][3]);
-      }
-    }
+        for (int h = 0; h < 2; h++) {
+          tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+          tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
+          const softmax_step step = online_softmax_step(row_max[h], tile_max[h]);
+          base[h] = step.base;
+          rescale[h] = step.rescale;
+          row_sum[h] *= rescale[h];
+        }
+        float prob[2][4];
+#pragma unroll
+        for (int n = 0; n < 2; n++)
+#pragma unroll
+          for (int i = 0; i < 4; i++) {
+            prob[n][i] = softmax_exp2(score[n][i] - base[i / 2]);
+            row_sum[i / 2] += prob[n][i];
+          }
+        rescale_accumulator_rows(out_acc, rescale);
 
-    // scale, softcap, mask; online softmax per row (log2 units)
-    transform_score_rows(scores, row_qk_scale, softcap);
-    float tile_max[2] = {-INFINITY, -INFINITY};
+        // out += P · V over this warp's 16 keys (P rounded to T, as in every flash kernel)
+        const uint32_t p_frag[4] = {
+            pack_t2<M>(prob[0][0], prob[0][1]), pack_t2<M>(prob[0][2], prob[0][3]),
+            pack_t2<M>(prob[1][0], prob[1][1]), pack_t2<M>(prob[1][2], prob[1][3])};
 #pragma unroll
-    for (int n = 0; n < 2; n++)
+        for (int n = 0; n < kOutTiles; n += 2 * kLoads) {
+          uint32_t b[kLoads][4];
+          v_frags.values_v(b, n);
 #pragma unroll
-      for (int i = 0; i < 4; i++) {
-        if (!tile_admitted[n * 8 + col + (i & 1)]) score[n][i] = -INFINITY;
-        tile_max[i / 2] = fmaxf(tile_max[i / 2], score[n][i]);
-      }
-    float rescale[2], base[2];
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
-      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
-      const softmax_step step = online_softmax_step(row_max[h], tile_max[h]);
-      base[h] = step.base;
-      rescale[h] = step.rescale;
-      row_sum[h] *= rescale[h];
-    }
-    float prob[2][4];
-#pragma unroll
-    for (int n = 0; n < 2; n++)
-#pragma unroll
-      for (int i = 0; i < 4; i++) {
-        prob[n][i] = softmax_exp2(score[n][i] - base[i / 2]);
-        row_sum[i / 2] += prob[n][i];
-      }
-    rescale_accumulator_rows(out_acc, rescale);
+          for (int s = 0; s < kLoads; s++) {
+            mma_op<M>::run(out_acc[n + 2 * s], p_frag, b[s][0], b[s][1]);
+            mma_op<M>::run(out_acc[n + 2 * s + 1], p_frag, b[s][2], b[s][3]);
+          }
+        }
+      });
 
-    // out += P · V over this warp's 16 keys (P rounded to T, as in every flash kernel)
-    const uint32_t p_frag[4] = {
-        pack_t2<M>(prob[0][0], prob[0][1]), pack_t2<M>(prob[0][2], prob[0][3]),
-        pack_t2<M>(prob[1][0], prob[1][1]), pack_t2<M>(prob[1][2], prob[1][3])};
-#pragma unroll
-    for (int n = 0; n < kOutTiles; n += 2 * kLoads) {
-      uint32_t b[kLoads][4];
-      v_frags.values_v(b, n);
-#pragma unroll
-      for (int s = 0; s < kLoads; s++) {
-        mma_op<M>::run(out_acc[n + 2 * s], p_frag, b[s][0], b[s][1]);
-        mma_op<M>::run(out_acc[n + 2 * s + 1], p_frag, b[s][2], b[s][3]);
-      }
-    }
-  }
-
-  // Merge the 4 warps through shared memory (the stage ring is free once every load has landed).
-  cp_async_wait<0>();
-  __syncthreads();
+  // Merge the 4 warps through shared memory (the ring ends with every load landed).
 #pragma unroll
   for (int h = 0; h < 2; h++) {
     row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
