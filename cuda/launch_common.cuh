@@ -9,6 +9,7 @@
 
 #include "common/numeric.cuh"
 #include "common/paged_kv.cuh"
+#include "common/split_merge.cuh"
 #include "problem.h"
 
 namespace pa {
@@ -195,6 +196,26 @@ inline int64_t balanced_split_tiles_for(const pa__problem *p, int64_t ctas, int6
 // per CTA.
 inline int64_t ctas_per_sm_by_smem(const pa_device_caps *caps, int smem_bytes) {
   return (caps->max_shared_memory_per_block_optin + 1024) / ((int64_t)smem_bytes + 1024);
+}
+
+// The merge kernel (split_merge.cuh) and grid for a plan's split partials: a warp per (token, head)
+// when every split of a token fits one round of a warp's loads, else a CTA per (token, head). Both
+// give the same bits.
+struct split_merge_launch {
+  void (*kernel)(const split_merge_params);
+  dim3 grid;
+};
+template <int kVecsPerLane = kMergeVecsPerLane>
+inline split_merge_launch split_merge_launch_for(pa_dtype dtype, int64_t token_count,
+                                                 int num_heads, int num_split_slots) {
+  const bool bf16 = dtype == PA_DTYPE_BFLOAT16;
+  if (num_split_slots <= merge_shape<kMergeWarps>::rows_in_flight<kVecsPerLane>())
+    return {bf16 ? split_merge_kernel<__nv_bfloat16, kVecsPerLane, kMergeWarps>
+                 : split_merge_kernel<__half, kVecsPerLane, kMergeWarps>,
+            dim3((unsigned)token_count, (unsigned)ceil_div(num_heads, kMergeWarps))};
+  return {bf16 ? split_merge_kernel<__nv_bfloat16, kVecsPerLane, 1>
+               : split_merge_kernel<__half, kVecsPerLane, 1>,
+          dim3((unsigned)token_count, (unsigned)num_heads)};
 }
 
 }  // namespace detail

@@ -45,8 +45,7 @@ struct decode_state {
   // the kernels' parameters less the call's pointers
   decode_params params;
   split_merge_params merge;
-  void (*merge_kernel)(const split_merge_params);
-  dim3 merge_grid;
+  split_merge_launch merge_launch;
   // workspace regions (pa__workspace_add indices; -1 when unused)
   int partial_out_region, partial_ml_region, item_begin_region, work_items_region,
       work_counter_region;
@@ -167,9 +166,8 @@ void fill_params(const pa__problem *p, decode_state *s, int tiles_per_split, int
   M.head_size = p->head_size;
   M.v_quant = p->v_quant;
   M.is_quantized_cache = pa_dtype_size(p->k_cache_dtype) == 1;
-  s->merge_kernel = p->dtype == PA_DTYPE_BFLOAT16 ? split_merge_kernel<__nv_bfloat16>
-                                                  : split_merge_kernel<__half>;
-  s->merge_grid = dim3((unsigned)p->token_count, (unsigned)p->num_heads);
+  s->merge_launch =
+      split_merge_launch_for(p->dtype, p->token_count, p->num_heads, num_split_slots);
 }
 
 pa_status decode_plan(pa_plan *plan, int setup_device) {
@@ -278,7 +276,8 @@ pa_status decode_run(const pa_plan *plan, const pa__io *io, pa__stream stream) {
     M.head_sink = P.head_sink;
     M.v_scale = P.v_scale;
     M.output = P.output;
-    err = launch_chained(s->merge_kernel, s->merge_grid, kMergeThreads, 0, st, s->chained, M);
+    err = launch_chained(s->merge_launch.kernel, s->merge_launch.grid, kMergeThreads, 0, st,
+                         s->chained, M);
   }
   if (err != cudaSuccess)
     return pa__fail(PA_ERROR_CUDA, "DECODE: kernel launch failed: %s", cudaGetErrorString(err));

@@ -217,9 +217,8 @@ pa_status latent_plan(pa_plan *plan, int setup_device) {
                             g.head_blocks * P.num_split_slots;
   s->grid = dim3((unsigned)std::max<int64_t>(1, std::min(resident, max_units)));
 
-  s->merge_kernel = p->dtype == PA_DTYPE_BFLOAT16 ? split_merge_kernel<__nv_bfloat16, kMergeVecs>
-                                                  : split_merge_kernel<__half, kMergeVecs>;
-  s->merge_grid = dim3((unsigned)p->token_count, (unsigned)p->num_heads);
+  s->merge_launch = split_merge_launch_for<kMergeVecs>(p->dtype, p->token_count, p->num_heads,
+                                                       P.num_split_slots);
   s->out_row_elems = (int)pa__out_row_elems(p);
   s->t_bytes = (int)pa_dtype_size(p->dtype);
   split_merge_params &M = s->merge;

@@ -7,6 +7,7 @@
 
 #include "../common/chained_launch.cuh"
 #include "../common/split_merge.cuh"
+#include "../launch_common.cuh"
 #include "internal.h"
 #include "prefill_kernel.cuh"
 #include "prefill_schedule.cuh"
@@ -18,8 +19,7 @@ namespace detail {
 struct row_block_launch {
   prefill_params params;  // every field but the pointers of a call
   split_merge_params merge;
-  void (*merge_kernel)(const split_merge_params);
-  dim3 merge_grid;
+  split_merge_launch merge_launch;
   int out_row_elems, t_bytes;  // the schedule kernel's (it zeroes the rows of no sequence)
   dim3 grid;
   int smem_bytes;
@@ -57,7 +57,8 @@ inline cudaError_t launch_row_block_step(const row_block_launch &L, prefill_para
     M.head_sink = P.head_sink;
     M.v_scale = P.v_scale;
     M.output = P.output;
-    err = launch_chained(L.merge_kernel, L.merge_grid, kMergeThreads, 0, stream, L.chained, M);
+    err = launch_chained(L.merge_launch.kernel, L.merge_launch.grid, kMergeThreads, 0, stream,
+                         L.chained, M);
   }
   return err;
 }

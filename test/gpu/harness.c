@@ -956,6 +956,7 @@ int gpu_case_run_metadata_invariance(const gpu_case *c, pa_backend backend, unsi
     gpu_case variant = *c;
     variant.metadata = bounds[i];
     snprintf(names[i], sizeof names[i], "%s%s", c->name ? c->name : "(unnamed)", suffixes[i]);
+    if (verbose()) fprintf(stderr, "plan %s\n", names[i]); /* before the plan's PA_DEBUG line */
     runs[i].result = fixture_init(&runs[i], &variant, names[i], backend, seed, 1);
   }
   int result = run_lockstep(runs, 3, 1, 0);

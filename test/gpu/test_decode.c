@@ -330,6 +330,12 @@ int main(void) {
     bitwise.past_lens = short_past;
     bitwise.blocks_per_seq = 64;
     gpu_matrix_count(&all, gpu_case_run_metadata_invariance(&bitwise, PA_BACKEND_DECODE, seed++));
+    /* up to 7 split slots with a tight bound (the merge takes a warp per row), 16 without one (a
+     * CTA per row): the two merges must agree bit for bit */
+    static const int32_t medium_past[4] = {100, 200, 300, 400};
+    bitwise.name = "decode_metadata_bitwise_merge_shapes";
+    bitwise.past_lens = medium_past;
+    gpu_matrix_count(&all, gpu_case_run_metadata_invariance(&bitwise, PA_BACKEND_DECODE, seed++));
 
     gpu_case mixed = gpu_case_default("decode_metadata_bitwise");
     mixed.num_heads = 8;
