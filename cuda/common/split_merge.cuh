@@ -38,134 +38,103 @@ constexpr int kMergeWarps = kMergeThreads / 32;
 // A lane holds 4 channels of every 128 (one float4): head sizes up to 256 take two (the default),
 // LATENT's 512 value channels four.
 constexpr int kMergeVecsPerLane = 256 / 128;
+// Split rows a warp loads before it adds any: the loads of one round are independent, so a long
+// sequence's dozens of splits cost a few L2 round trips instead of one each.
+constexpr int kMergeRowsInFlight = 8;
 
-// Split s of a (token, head) always belongs to class s % kMergeWarps: each class is summed in split
-// order and the classes then in class order, and the softmax denominators follow one fixed tree
-// (lane sums over splits s = 32 c + lane + 128 i, a butterfly per class, the classes in order). So
-// the result does not depend on how many split slots the launch had (bounds absent, tight or loose)
-// nor on how the classes are spread over warps:
-// * kRowsPerCta = 1: a CTA per (token, head), warp w holding class w (a long sequence's dozens of
-//   splits, kMergeRowsInFlight rows in flight per warp);
-// * kRowsPerCta = kMergeWarps: a warp per (token, head) holding every class, no barrier, for plans
-//   whose splits all fit one round of loads (split_merge_launch_for, launch_common.cuh); a CTA
-//   per row spent most of its time in barriers and dependent loads for two splits (DECODE 64/8
-//   d64: 18 us of a 312 us step).
-template <int kRowsPerCta>
-struct merge_shape {
-  static_assert(kRowsPerCta == 1 || kRowsPerCta == kMergeWarps, "a CTA merges 1 or 4 rows");
-  static constexpr int kWarpsPerRow = kMergeWarps / kRowsPerCta;
-  static constexpr int kClasses = kMergeWarps / kWarpsPerRow;  // split classes per warp
-  // Split rows a warp loads before it adds any: the loads of one round are independent, so a long
-  // sequence's dozens of splits cost a few L2 round trips instead of one each.
-  template <int kVecsPerLane>
-  __host__ __device__ static constexpr int rows_in_flight() {
-    return kRowsPerCta == 1 ? 8 : 16 / kVecsPerLane;
-  }
-  // the c-th class that warp w of a row holds
-  __host__ __device__ static constexpr int class_of(int w, int c) { return w + kWarpsPerRow * c; }
-};
-
-__device__ __forceinline__ float4 float4_add(float4 a, float4 b) {
-  return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+// Deterministic block-wide reductions of kMergeThreads values (a fixed shuffle-then-warp tree).
+template <typename Op>
+__device__ __forceinline__ float merge_block_reduce(float x, float *scratch, Op op) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) x = op(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  __syncthreads();  // scratch may still be read by a previous reduction
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = x;
+  __syncthreads();
+  x = scratch[0];
+#pragma unroll
+  for (int w = 1; w < kMergeWarps; w++) x = op(x, scratch[w]);
+  return x;
 }
 
-// x[c] over the lanes of every class this warp holds, then over the row's classes in class order;
-// scratch: kMergeWarps floats of the row (used only when the row spans several warps).
-template <int kRowsPerCta, typename Op>
-__device__ __forceinline__ float merge_row_reduce(float (&x)[merge_shape<kRowsPerCta>::kClasses],
-                                                  float *scratch, int row_warp, Op op) {
-  using S = merge_shape<kRowsPerCta>;
-#pragma unroll
-  for (int c = 0; c < S::kClasses; c++)
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2)
-      x[c] = op(x[c], __shfl_xor_sync(0xffffffffu, x[c], offset));
-  if constexpr (S::kWarpsPerRow == 1) {
-    float r = x[0];
-#pragma unroll
-    for (int c = 1; c < S::kClasses; c++) r = op(r, x[c]);
-    return r;
-  } else {
-    __syncthreads();  // scratch may still be read by a previous reduction
-    if (threadIdx.x % 32 == 0) scratch[row_warp] = x[0];
-    __syncthreads();
-    float r = scratch[0];
-#pragma unroll
-    for (int w = 1; w < kMergeWarps; w++) r = op(r, scratch[w]);
-    return r;
+// A token's items: [*first, *first + *count); false when there is nothing to merge (the attention
+// kernel finalized the token itself).
+__device__ __forceinline__ bool merge_items(const split_merge_params &P, int64_t token,
+                                            int64_t *first, int *count) {
+  *first = token * P.num_split_slots;
+  *count = P.num_split_slots;
+  if (P.item_begin) {
+    *first = P.item_begin[token];
+    *count = (int)(P.item_begin[token + 1] - *first);
+  } else if (P.split_counts) {
+    *count = min(P.split_counts[token], P.num_split_slots);
+    if (*count <= 1) return false;
   }
+  return true;
 }
 
-// Combines the items of (token, head) rows (merge_shape above). Items with no admitted key are
-// skipped.
-template <typename T, int kVecsPerLane = kMergeVecsPerLane, int kRowsPerCta = 1>
+// sum += row * weight, channel by channel: the one place a split's row is added, so both merge
+// kernels round (and contract) it the same way.
+__device__ __forceinline__ void merge_add_row(float4 &sum, float4 row, float weight) {
+  sum.x += row.x * weight;
+  sum.y += row.y * weight;
+  sum.z += row.z * weight;
+  sum.w += row.w * weight;
+}
+
+// Channel c of a merged row (running max m, sum l, unnormalized o).
+template <typename T>
+__device__ __forceinline__ T merge_output(const split_merge_params &P, int kv_head, float m,
+                                          float l, float o, float sink, int c) {
+  const float v_scale_c =
+      P.is_quantized_cache ? cache_scale(P.v_scale, P.v_quant, kv_head, P.head_size, c) : 1.0f;
+  return from_float<T>(finalize_output(m, l, o, sink, v_scale_c));
+}
+
+// Combines the items of one (token, head). Items with no admitted key are skipped and split s is
+// always added by warp s % kMergeWarps, in split order, the warps' sums then in warp order: the
+// result does not depend on how many split slots the launch had (bounds absent, tight or loose).
+template <typename T, int kVecsPerLane = kMergeVecsPerLane>
 __global__ void __launch_bounds__(kMergeThreads) split_merge_kernel(const split_merge_params P) {
-  using S = merge_shape<kRowsPerCta>;
-  constexpr int kClasses = S::kClasses;
-  constexpr int kRowsInFlight = S::template rows_in_flight<kVecsPerLane>();
   wait_for_previous_kernel();
   __shared__ float scratch[kMergeWarps];
-  // the classes' sums when a row spans several warps (one class per warp)
-  __shared__ float4 class_sums[S::kWarpsPerRow > 1 ? kMergeWarps : 1][32 * kVecsPerLane];
+  __shared__ float4 warp_sums[kMergeWarps][32 * kVecsPerLane];
   const int64_t token = blockIdx.x;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int row_warp = warp % S::kWarpsPerRow;  // this warp's place among its row's warps
-  const int head = blockIdx.y * kRowsPerCta + warp / S::kWarpsPerRow;
-  if (kRowsPerCta > 1 && head >= P.num_heads) return;  // (no barrier when a warp is a row)
+  const int head = blockIdx.y;
   const int head_size = P.head_size;
   const int kv_head = head / P.group_size;
-  int64_t first = token * P.num_split_slots;
-  int count = P.num_split_slots;
-  if (P.item_begin) {
-    first = P.item_begin[token];
-    count = (int)(P.item_begin[token + 1] - first);
-  } else if (P.split_counts) {
-    count = min(P.split_counts[token], P.num_split_slots);
-    if (count <= 1) return;  // finalized by the attention kernel itself
-  }
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  int64_t first;
+  int count;
+  if (!merge_items(P, token, &first, &count)) return;
   const float2 *ml = P.partial_ml + first * P.num_heads + head;
-  float m_of[kClasses], l_of[kClasses];
-#pragma unroll
-  for (int c = 0; c < kClasses; c++) {
-    m_of[c] = -INFINITY;
-    for (int s = 32 * S::class_of(row_warp, c) + lane; s < count; s += kMergeThreads) {
-      float2 x = ml[(int64_t)s * P.num_heads];
-      if (partial_has_keys(x.y)) m_of[c] = fmaxf(m_of[c], x.x);
-    }
+  float m = -INFINITY;
+  for (int s = tid; s < count; s += kMergeThreads) {
+    float2 x = ml[(int64_t)s * P.num_heads];
+    if (partial_has_keys(x.y)) m = fmaxf(m, x.x);
   }
-  const float m = merge_row_reduce<kRowsPerCta>(m_of, scratch, row_warp,
-                                                [](float a, float b) { return fmaxf(a, b); });
-#pragma unroll
-  for (int c = 0; c < kClasses; c++) {
-    l_of[c] = 0.0f;
-    for (int s = 32 * S::class_of(row_warp, c) + lane; s < count; s += kMergeThreads) {
-      float2 x = ml[(int64_t)s * P.num_heads];
-      if (partial_has_keys(x.y)) l_of[c] += x.y * softmax_rescale(x.x, m);
-    }
+  m = merge_block_reduce(m, scratch, [](float a, float b) { return fmaxf(a, b); });
+  float l = 0.0f;
+  for (int s = tid; s < count; s += kMergeThreads) {
+    float2 x = ml[(int64_t)s * P.num_heads];
+    if (partial_has_keys(x.y)) l += x.y * softmax_rescale(x.x, m);
   }
-  const float l = merge_row_reduce<kRowsPerCta>(l_of, scratch, row_warp,
-                                                [](float a, float b) { return a + b; });
+  l = merge_block_reduce(l, scratch, [](float a, float b) { return a + b; });
 
-  // The warp's i-th split is s = (i / kClasses) * kMergeWarps + class_of(row_warp, i % kClasses).
   // Rows of empty splits are loaded too (they lie inside the workspace, unwritten) and then not
   // added: no load waits on the split's weight.
   const float4 *partial =
       reinterpret_cast<const float4 *>(P.partial_out + (first * P.num_heads + head) * head_size);
   const int64_t split_stride = (int64_t)P.num_heads * head_size / 4;
   const int vecs = head_size / 4;
-  const int warp_splits = (count - row_warp + S::kWarpsPerRow - 1) / S::kWarpsPerRow;
-  float4 sum[kClasses][kVecsPerLane];
+  float4 sum[kVecsPerLane];
 #pragma unroll
-  for (int c = 0; c < kClasses; c++)
+  for (int k = 0; k < kVecsPerLane; k++) sum[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  for (int round = warp; round < count; round += kMergeWarps * kMergeRowsInFlight) {
+    float weight[kMergeRowsInFlight];
+    float4 row[kMergeRowsInFlight][kVecsPerLane];
 #pragma unroll
-    for (int k = 0; k < kVecsPerLane; k++) sum[c][k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  for (int round = 0; round < warp_splits; round += kRowsInFlight) {
-    float weight[kRowsInFlight];
-    float4 row[kRowsInFlight][kVecsPerLane];
-#pragma unroll
-    for (int r = 0; r < kRowsInFlight; r++) {
-      const int i = round + r;
-      const int s = (i / kClasses) * kMergeWarps + S::class_of(row_warp, i % kClasses);
+    for (int r = 0; r < kMergeRowsInFlight; r++) {
+      const int s = round + r * kMergeWarps;
       const float2 x = s < count ? ml[(int64_t)s * P.num_heads] : make_float2(0.0f, 0.0f);
 #pragma unroll
       for (int k = 0; k < kVecsPerLane; k++) {
@@ -177,51 +146,110 @@ __global__ void __launch_bounds__(kMergeThreads) split_merge_kernel(const split_
       weight[r] = partial_has_keys(x.y) ? softmax_rescale(x.x, m) : -1.0f;
     }
 #pragma unroll
-    for (int r = 0; r < kRowsInFlight; r++) {
+    for (int r = 0; r < kMergeRowsInFlight; r++) {
       if (weight[r] < 0.0f) continue;
-      // (round is a multiple of kRowsInFlight, itself of kClasses: the class is r's)
-      float4(&acc)[kVecsPerLane] = sum[r % kClasses];
 #pragma unroll
-      for (int k = 0; k < kVecsPerLane; k++) {
-        acc[k].x += row[r][k].x * weight[r];
-        acc[k].y += row[r][k].y * weight[r];
-        acc[k].z += row[r][k].z * weight[r];
-        acc[k].w += row[r][k].w * weight[r];
-      }
+      for (int k = 0; k < kVecsPerLane; k++) merge_add_row(sum[k], row[r][k], weight[r]);
     }
   }
-
-  // The classes in class order, channel by channel: from registers when the warp holds them all,
-  // else from shared memory, each warp finishing the float4s k = row_warp (mod kWarpsPerRow).
-  if constexpr (S::kWarpsPerRow > 1) {
 #pragma unroll
-    for (int k = 0; k < kVecsPerLane; k++) class_sums[warp][lane + 32 * k] = sum[0][k];
-    __syncthreads();
+  for (int k = 0; k < kVecsPerLane; k++) warp_sums[warp][lane + 32 * k] = sum[k];
+  __syncthreads();
+
+  const float sink = sink_log2<T>(P.head_sink, head);
+  T *out = reinterpret_cast<T *>(P.output) + (token * P.num_heads + head) * head_size;
+  for (int c = tid; c < head_size; c += kMergeThreads) {
+    const float *first_warp = reinterpret_cast<const float *>(warp_sums[0]);
+    float o = first_warp[c];
+#pragma unroll
+    for (int w = 1; w < kMergeWarps; w++) o += reinterpret_cast<const float *>(warp_sums[w])[c];
+    out[c] = merge_output<T>(P, kv_head, m, l, o, sink, c);
   }
+}
+
+// The same merge for plans of at most kMaxSplits (<= 32) split slots, a warp per (token, head) and
+// kMergeWarps heads per CTA (split_merge_launch_for, launch_common.cuh): every load of a row goes
+// out at once (lane s its split's max and sum, every lane its channels of each split), with no
+// barrier; split_merge_kernel spent its time in barriers and dependent loads for two splits
+// (DECODE 64/8 d64 64 x 8k: 17.8 us of a 312 us step) at 5 CTAs per multiprocessor. It reproduces
+// split_merge_kernel's arithmetic: with at most 32 splits, every split's max and sum are on a
+// lane of warp 0 there (the other warps add -inf and +0 to a maximum and a sum >= +0: no change),
+// and its four classes s % kMergeWarps (warps there, accumulators here, zero when empty) are each
+// summed in split order and then in class order, so the bits agree (test_decode:
+// decode_metadata_bitwise_merge_shapes). count <= num_split_slots <= kMaxSplits.
+template <typename T, int kVecsPerLane, int kMaxSplits>
+__global__ void __launch_bounds__(kMergeThreads)
+    split_merge_few_kernel(const split_merge_params P) {
+  static_assert(kMaxSplits <= 32, "every split on a lane of the first warp's tree");
+  wait_for_previous_kernel();
+  const int64_t token = blockIdx.x;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int head = blockIdx.y * kMergeWarps + warp;
+  if (head >= P.num_heads) return;
+  int64_t first;
+  int count;
+  if (!merge_items(P, token, &first, &count)) return;
+  const int head_size = P.head_size;
+  const int kv_head = head / P.group_size;
+  const float2 *ml = P.partial_ml + first * P.num_heads + head;
+  const float4 *partial =
+      reinterpret_cast<const float4 *>(P.partial_out + (first * P.num_heads + head) * head_size);
+  const int64_t split_stride = (int64_t)P.num_heads * head_size / 4;
+  const int vecs = head_size / 4;
+  const float2 mine = lane < count ? ml[(int64_t)lane * P.num_heads] : make_float2(0.0f, 0.0f);
+  float4 row[kMaxSplits][kVecsPerLane];
+#pragma unroll
+  for (int s = 0; s < kMaxSplits; s++)
+#pragma unroll
+    for (int k = 0; k < kVecsPerLane; k++) {
+      const int v = lane + 32 * k;
+      row[s][k] = s < count && v < vecs ? partial[s * split_stride + v]
+                                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+
+  const bool has_keys = partial_has_keys(mine.y);
+  float m = has_keys ? mine.x : -INFINITY;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2)
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+  float l = 0.0f;
+  if (has_keys) l += mine.y * softmax_rescale(mine.x, m);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) l += __shfl_xor_sync(0xffffffffu, l, offset);
+  const float my_weight = has_keys ? softmax_rescale(mine.x, m) : -1.0f;  // < 0: empty
+
+  float4 sum[kMergeWarps][kVecsPerLane];
+#pragma unroll
+  for (int c = 0; c < kMergeWarps; c++)
+#pragma unroll
+    for (int k = 0; k < kVecsPerLane; k++) sum[c][k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+  for (int s = 0; s < kMaxSplits; s++) {
+    const float weight = __shfl_sync(0xffffffffu, my_weight, s);
+    if (s >= count || weight < 0.0f) continue;
+#pragma unroll
+    for (int k = 0; k < kVecsPerLane; k++)
+      merge_add_row(sum[s % kMergeWarps][k], row[s][k], weight);
+  }
+
   const float sink = sink_log2<T>(P.head_sink, head);
   T *out = reinterpret_cast<T *>(P.output) + (token * P.num_heads + head) * head_size;
 #pragma unroll
   for (int k = 0; k < kVecsPerLane; k++) {
     const int v = lane + 32 * k;
-    if (k % S::kWarpsPerRow != row_warp || v >= vecs) continue;
-    float4 o;
-    if constexpr (S::kWarpsPerRow > 1) {
-      o = class_sums[0][v];
+    if (v >= vecs) continue;
+    float4 o = sum[0][k];
 #pragma unroll
-      for (int c = 1; c < kMergeWarps; c++) o = float4_add(o, class_sums[c][v]);
-    } else {
-      o = sum[0][k];
-#pragma unroll
-      for (int c = 1; c < kClasses; c++) o = float4_add(o, sum[c][k]);
+    for (int c = 1; c < kMergeWarps; c++) {
+      o.x += sum[c][k].x;
+      o.y += sum[c][k].y;
+      o.z += sum[c][k].z;
+      o.w += sum[c][k].w;
     }
-    const float channel_sums[4] = {o.x, o.y, o.z, o.w};
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-      const int ch = 4 * v + e;
-      const float v_scale_c =
-          P.is_quantized_cache ? cache_scale(P.v_scale, P.v_quant, kv_head, head_size, ch) : 1.0f;
-      out[ch] = from_float<T>(finalize_output(m, l, channel_sums[e], sink, v_scale_c));
-    }
+    out[4 * v] = merge_output<T>(P, kv_head, m, l, o.x, sink, 4 * v);
+    out[4 * v + 1] = merge_output<T>(P, kv_head, m, l, o.y, sink, 4 * v + 1);
+    out[4 * v + 2] = merge_output<T>(P, kv_head, m, l, o.z, sink, 4 * v + 2);
+    out[4 * v + 3] = merge_output<T>(P, kv_head, m, l, o.w, sink, 4 * v + 3);
   }
 }
 
