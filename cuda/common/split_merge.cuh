@@ -171,12 +171,12 @@ __global__ void __launch_bounds__(kMergeThreads) split_merge_kernel(const split_
 // kMergeWarps heads per CTA (split_merge_launch_for, launch_common.cuh): every load of a row goes
 // out at once (lane s its split's max and sum, every lane its channels of each split), with no
 // barrier; split_merge_kernel spent its time in barriers and dependent loads for two splits
-// (DECODE 64/8 d64 64 x 8k: 17.8 us of a 312 us step) at 5 CTAs per multiprocessor. It reproduces
-// split_merge_kernel's arithmetic: with at most 32 splits, every split's max and sum are on a
-// lane of warp 0 there (the other warps add -inf and +0 to a maximum and a sum >= +0: no change),
-// and its four classes s % kMergeWarps (warps there, accumulators here, zero when empty) are each
-// summed in split order and then in class order, so the bits agree (test_decode:
-// decode_metadata_bitwise_merge_shapes). count <= num_split_slots <= kMaxSplits.
+// (DECODE 64/8 d64 64 x 8k: 17.8 us of a 312 us step). It reproduces split_merge_kernel's
+// arithmetic: with at most 32 splits, every split's max and sum are on a lane of warp 0 there
+// (the other warps add -inf and +0 to a maximum and a sum >= +0: no change), and its four classes
+// s % kMergeWarps (warps there, accumulators here, zero when empty) are each summed in split order
+// and then in class order, so the bits agree (test_decode: decode_metadata_bitwise_merge_shapes).
+// count <= num_split_slots <= kMaxSplits.
 template <typename T, int kVecsPerLane, int kMaxSplits>
 __global__ void __launch_bounds__(kMergeThreads)
     split_merge_few_kernel(const split_merge_params P) {
