@@ -83,17 +83,9 @@ bool variant_for(const pa__problem *p, const pa_device_caps *caps, latent_varian
   });
 }
 
-// The row-block geometry: a block is up to rows_of(p) (token, query head) rows.
-struct row_geometry {
-  int32_t heads_per_block, tokens_per_block, head_blocks;
-};
+// The row-block geometry (launch_row_blocks.cuh): up to rows_of(p) rows, every head one group.
 row_geometry row_geometry_of(const pa__problem *p) {
-  const int rows = rows_of(p);
-  row_geometry g;
-  g.heads_per_block = std::min(p->num_heads, rows);
-  g.tokens_per_block = rows / g.heads_per_block;
-  g.head_blocks = (int32_t)ceil_div(p->num_heads, g.heads_per_block);
-  return g;
+  return row_geometry_for(p->num_heads, rows_of(p));
 }
 
 pa_status latent_check(const pa__problem *p, const pa_device_caps *caps, char *why,
@@ -169,47 +161,16 @@ pa_status latent_plan(pa_plan *plan, int setup_device) {
                       s->smem_bytes, cudaGetErrorString(err));
   }
 
-  prefill_params &P = s->params;
-  memset(&P, 0, sizeof P);
-  P.kv = paged_kv_layout_of(*p);
-  P.k_quant = p->k_quant;
-  P.v_quant = p->k_quant;  // V is a view of the latent row: k_scale dequantizes it
-  P.token_count = p->token_count;
-  P.batch_size = p->batch_size;
-  P.num_heads = p->num_heads;
-  P.kv_num_heads = 1;
-  P.group_size = p->num_heads;
-  P.v_head_size = p->v_head_size;
-  P.heads_per_block = g.heads_per_block;
-  P.tokens_per_block = g.tokens_per_block;
-  P.head_blocks = g.head_blocks;
-  P.scale = p->scale;
-  P.softcap = p->softcap;
-  P.window = p->window;
-  P.is_causal = p->is_causal;
-  P.tiles_per_split = (int32_t)std::min<int64_t>(tiles_per_split, INT32_MAX);
-  P.num_split_slots = (int32_t)std::min<int64_t>(slots, INT32_MAX / 2);
-
-  // Workspace: partials (with splits), then the schedule.
-  pa__workspace_layout *w = &plan->workspace;
-  s->partial_out_region = s->partial_ml_region = s->split_counts_region = -1;
-  if (P.num_split_slots > 1) {
-    const uint64_t item_heads =
-        (uint64_t)p->token_count * (uint64_t)P.num_split_slots * (uint64_t)p->num_heads;
-    s->partial_out_region = pa__workspace_add(w, "LATENT partial outputs [item][head][v_head_size]",
-                                              item_heads * p->v_head_size, sizeof(float),
-                                              PA_WORKSPACE_ALIGNMENT);
-    s->partial_ml_region = pa__workspace_add(w, "LATENT partial (max, sum) [item][head]",
-                                             item_heads, sizeof(float2), PA_WORKSPACE_ALIGNMENT);
-    s->split_counts_region = pa__workspace_add(w, "LATENT splits per token",
-                                               (uint64_t)p->token_count, sizeof(int32_t),
-                                               PA_WORKSPACE_ALIGNMENT);
-  }
-  s->unit_begin_region = pa__workspace_add(w, "LATENT schedule: first unit per sequence",
-                                           (uint64_t)p->batch_size + 1, sizeof(int32_t),
-                                           PA_WORKSPACE_ALIGNMENT);
-  s->work_counter_region = pa__workspace_add(w, "LATENT schedule: counter", 1,
-                                             sizeof(unsigned int), PA_WORKSPACE_ALIGNMENT);
+  static const char *const kRegionNames[5] = {
+      "LATENT partial outputs [item][head][v_head_size]", "LATENT partial (max, sum) [item][head]",
+      "LATENT splits per token", "LATENT schedule: first unit per sequence",
+      "LATENT schedule: counter"};
+  // one KV head for every query head; V is a view of the latent row, which k_scale dequantizes
+  plan_row_block_launch(plan,
+                        {1, p->num_heads, p->v_head_size, p->k_quant, g, tiles_per_split, slots,
+                         kRegionNames},
+                        s);
+  const prefill_params &P = s->params;
 
   // A persistent grid: one CTA per multiprocessor, at most one per unit.
   const int64_t resident = std::max(1, plan->caps.multiprocessor_count);
@@ -219,16 +180,6 @@ pa_status latent_plan(pa_plan *plan, int setup_device) {
 
   s->merge_launch = split_merge_launch_for<kMergeVecs>(p->dtype, p->token_count, p->num_heads,
                                                        P.num_split_slots);
-  s->out_row_elems = (int)pa__out_row_elems(p);
-  s->t_bytes = (int)pa_dtype_size(p->dtype);
-  split_merge_params &M = s->merge;
-  memset(&M, 0, sizeof M);
-  M.num_split_slots = P.num_split_slots;
-  M.num_heads = p->num_heads;
-  M.group_size = p->num_heads;
-  M.head_size = p->v_head_size;
-  M.v_quant = p->k_quant;
-  M.is_quantized_cache = pa_dtype_size(p->k_cache_dtype) == 1;
 
   const char *env = getenv("PA_DEBUG");
   if (env && strcmp(env, "1") == 0)

@@ -90,17 +90,9 @@ bool variant_for(const pa__problem *p, const pa_device_caps *caps, prefill_varia
   });
 }
 
-// The row-block geometry: a block is up to `rows` (token, query head) rows of one GQA group.
-struct row_geometry {
-  int32_t heads_per_block, tokens_per_block, head_blocks;
-};
+// The row-block geometry (launch_row_blocks.cuh): up to the variant's rows of one GQA group.
 row_geometry row_geometry_of(const pa__problem *p, const prefill_variant &v) {
-  const int rows = v.rows;
-  row_geometry g;
-  g.heads_per_block = std::min(p->group_size, rows);
-  g.tokens_per_block = rows / g.heads_per_block;
-  g.head_blocks = (int32_t)ceil_div(p->group_size, g.heads_per_block);
-  return g;
+  return row_geometry_for(p->group_size, v.rows);
 }
 
 pa_status prefill_check(const pa__problem *p, const pa_device_caps *caps, char *why,
@@ -158,47 +150,15 @@ pa_status prefill_plan(pa_plan *plan, int setup_device) {
                       s->smem_bytes, cudaGetErrorString(err));
   }
 
-  prefill_params &P = s->params;
-  memset(&P, 0, sizeof P);
-  P.kv = paged_kv_layout_of(*p);
-  P.k_quant = p->k_quant;
-  P.v_quant = p->v_quant;
-  P.token_count = p->token_count;
-  P.batch_size = p->batch_size;
-  P.num_heads = p->num_heads;
-  P.kv_num_heads = p->kv_num_heads;
-  P.group_size = p->group_size;
-  P.v_head_size = p->v_head_size;
-  P.heads_per_block = g.heads_per_block;
-  P.tokens_per_block = g.tokens_per_block;
-  P.head_blocks = g.head_blocks;
-  P.scale = p->scale;
-  P.softcap = p->softcap;
-  P.window = p->window;
-  P.is_causal = p->is_causal;
-  P.tiles_per_split = (int32_t)std::min<int64_t>(tiles_per_split, INT32_MAX);
-  P.num_split_slots = (int32_t)std::min<int64_t>(slots, INT32_MAX / 2);
-
-  // Workspace: partials (with splits), then the schedule.
-  pa__workspace_layout *w = &plan->workspace;
-  s->partial_out_region = s->partial_ml_region = s->split_counts_region = -1;
-  if (P.num_split_slots > 1) {
-    const uint64_t item_heads =
-        (uint64_t)p->token_count * (uint64_t)P.num_split_slots * (uint64_t)p->num_heads;
-    s->partial_out_region = pa__workspace_add(w, "PREFILL partial outputs [item][head][head_size]",
-                                              item_heads * p->head_size, sizeof(float),
-                                              PA_WORKSPACE_ALIGNMENT);
-    s->partial_ml_region = pa__workspace_add(w, "PREFILL partial (max, sum) [item][head]",
-                                             item_heads, sizeof(float2), PA_WORKSPACE_ALIGNMENT);
-    s->split_counts_region = pa__workspace_add(w, "PREFILL splits per token",
-                                               (uint64_t)p->token_count, sizeof(int32_t),
-                                               PA_WORKSPACE_ALIGNMENT);
-  }
-  s->unit_begin_region = pa__workspace_add(w, "PREFILL schedule: first unit per sequence",
-                                           (uint64_t)p->batch_size + 1, sizeof(int32_t),
-                                           PA_WORKSPACE_ALIGNMENT);
-  s->work_counter_region = pa__workspace_add(w, "PREFILL schedule: counter", 1,
-                                             sizeof(unsigned int), PA_WORKSPACE_ALIGNMENT);
+  static const char *const kRegionNames[5] = {
+      "PREFILL partial outputs [item][head][head_size]", "PREFILL partial (max, sum) [item][head]",
+      "PREFILL splits per token", "PREFILL schedule: first unit per sequence",
+      "PREFILL schedule: counter"};
+  plan_row_block_launch(plan,
+                        {p->kv_num_heads, p->group_size, p->head_size, p->v_quant, g,
+                         tiles_per_split, slots, kRegionNames},
+                        s);
+  const prefill_params &P = s->params;
 
   // A persistent grid: one CTA per resident slot (more would only queue), at most one per unit.
   int64_t per_sm = ctas_per_sm_of(&plan->caps, s->variant, p);
@@ -213,16 +173,6 @@ pa_status prefill_plan(pa_plan *plan, int setup_device) {
 
   s->merge_launch =
       split_merge_launch_for(p->dtype, p->token_count, p->num_heads, P.num_split_slots);
-  s->out_row_elems = (int)pa__out_row_elems(p);
-  s->t_bytes = (int)pa_dtype_size(p->dtype);
-  split_merge_params &M = s->merge;
-  memset(&M, 0, sizeof M);
-  M.num_split_slots = P.num_split_slots;
-  M.num_heads = p->num_heads;
-  M.group_size = p->group_size;
-  M.head_size = p->head_size;
-  M.v_quant = p->v_quant;
-  M.is_quantized_cache = pa_dtype_size(p->k_cache_dtype) == 1;
 
   const char *env = getenv("PA_DEBUG");
   if (env && strcmp(env, "1") == 0)
