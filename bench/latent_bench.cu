@@ -228,7 +228,7 @@ int main(int argc, char **argv) {
   printf("LATENT kernels: %s\n", family && !strcmp(family, "mma.sync")
                                       ? "mma.sync (PA_LATENT_KERNEL)"
                                       : "the plan's choice (wgmma on compute capability 9.0 for "
-                                        "16-bit caches at 576 / 512 with the 64-row tile, else "
+                                        "16-bit caches at 576 / 512, else "
                                         "mma.sync)");
   FILE *csv = csv_path ? fopen(csv_path, "w") : nullptr;
   if (csv) fprintf(csv, "label,backend,us,tflops,tbps,pct\n");

@@ -43,26 +43,34 @@ struct latent_state : row_block_launch {
   latent_variant variant;
 };
 
-// The row tile (latent_kernel.cuh): 32 rows when a sequence's rows fit, by the step's mean query
-// tokens per sequence (16-32 heads of one token, 16 heads of two): memory-bound steps, whose
-// smaller Q leaves room for a deeper ring of 32-key steps; else 64 rows in 64-key steps.
-int rows_of(const pa__problem *p) {
+// Whether the sm_90a wgmma kernel serves this problem: a device of compute capability 9.0 whose
+// sm_90a cubin this build holds, caches that hold T, head_size 576 / v_head_size 512.
+// PA_LATENT_KERNEL=mma.sync, read at plan time, keeps every plan on mma.sync (for measurements and
+// tests that compare them).
+bool wgmma_serves(const pa__problem *p, const pa_device_caps *caps) {
+  const char *env = getenv("PA_LATENT_KERNEL");
+  return !(env && strcmp(env, "mma.sync") == 0) && runs_sm90a_kernels(caps) &&
+         p->k_cache_dtype == p->dtype && p->head_size == kLatentHopperWidth &&
+         p->v_head_size == kLatentHopperValueWidth;
+}
+
+// The row tile. The wgmma kernel takes 64 rows whatever the step: at 16-32 rows per sequence it
+// computes padding rows, and still beats the 32-row mma.sync tile by about twice (doc/performance.md,
+// eighteenth measurement). The mma.sync kernels (latent_kernel.cuh) take 32 rows when a sequence's
+// rows fit, by the step's mean query tokens per sequence (16-32 heads of one token, 16 heads of
+// two): memory-bound steps, whose smaller Q leaves room for a deeper ring of 32-key steps; else 64
+// rows in 64-key steps.
+static_assert(kLatentHopperRows == 64, "the wgmma kernel takes the 64-row blocks");
+int rows_of(const pa__problem *p, const pa_device_caps *caps) {
+  if (wgmma_serves(p, caps)) return kLatentHopperRows;
   const int64_t tokens_per_seq = ceil_div(p->token_count, std::max<int64_t>(1, p->batch_size));
   return (int64_t)p->num_heads * tokens_per_seq <= 32 ? 32 : 64;
 }
 
-// The kernel: where the 64-row tile is chosen, the sm_90a wgmma kernel on a device of compute
-// capability 9.0 (whose sm_90a cubin this build holds) for caches that hold T at head_size 576 /
-// v_head_size 512; else mma.sync. PA_LATENT_KERNEL=mma.sync, read at plan time, keeps every plan
-// on mma.sync (for measurements and tests that compare them).
-static_assert(kLatentHopperRows == 64, "the wgmma kernel takes the 64-row blocks");
+// The kernel: wgmma where it serves (wgmma_serves), else mma.sync at rows_of's tile.
 bool variant_for(const pa__problem *p, const pa_device_caps *caps, latent_variant *v) {
-  const int rows = rows_of(p);
-  const char *env = getenv("PA_LATENT_KERNEL");
-  const bool wgmma = !(env && strcmp(env, "mma.sync") == 0) && rows == kLatentHopperRows &&
-                     runs_sm90a_kernels(caps) && p->k_cache_dtype == p->dtype &&
-                     p->head_size == kLatentHopperWidth &&
-                     p->v_head_size == kLatentHopperValueWidth;
+  const int rows = rows_of(p, caps);
+  const bool wgmma = wgmma_serves(p, caps);
   return for_kernel_types(p, [&](auto t, auto c) {
     using T = decltype(t);
     using C = decltype(c);
@@ -83,9 +91,9 @@ bool variant_for(const pa__problem *p, const pa_device_caps *caps, latent_varian
   });
 }
 
-// The row-block geometry (launch_row_blocks.cuh): up to rows_of(p) rows, every head one group.
-row_geometry row_geometry_of(const pa__problem *p) {
-  return row_geometry_for(p->num_heads, rows_of(p));
+// The row-block geometry (launch_row_blocks.cuh): up to rows_of rows, every head one group.
+row_geometry row_geometry_of(const pa__problem *p, const pa_device_caps *caps) {
+  return row_geometry_for(p->num_heads, rows_of(p, caps));
 }
 
 pa_status latent_check(const pa__problem *p, const pa_device_caps *caps, char *why,
@@ -121,7 +129,7 @@ pa_status latent_check(const pa__problem *p, const pa_device_caps *caps, char *w
   if (p->token_count > INT32_MAX)
     return unsupported(why, why_size, "token_count %lld (the merge grid allows 2^31 - 1)",
                        (long long)p->token_count);
-  const row_geometry g = row_geometry_of(p);
+  const row_geometry g = row_geometry_of(p, caps);
   if ((ceil_div(p->token_count, g.tokens_per_block) + p->batch_size) * g.head_blocks >
       INT32_MAX / 64)
     return unsupported(why, why_size, "token_count %lld (too many work units)",
@@ -138,7 +146,7 @@ pa_status latent_plan(pa_plan *plan, int setup_device) {
     return pa__fail(PA_ERROR_INTERNAL, "LATENT: no kernel for this problem after check passed");
   s->smem_bytes = s->variant.smem_bytes;
   s->chained = plan->caps.compute_capability_major >= 9;
-  const row_geometry g = row_geometry_of(p);
+  const row_geometry g = row_geometry_of(p, &plan->caps);
   // One CTA per multiprocessor (launch bounds and shared memory). The 32-row tile is memory-bound:
   // a unit costs its bytes, so finer splits (about four units per CTA instead of two) keep the
   // last wave from leaving a third of the device idle; the partials cost little beside the rows.
@@ -146,7 +154,7 @@ pa_status latent_plan(pa_plan *plan, int setup_device) {
   // its count balances the CTAs' tiles (balanced_split_tiles_for).
   const int64_t row_blocks = row_blocks_of(p, g.tokens_per_block, g.head_blocks);
   const int64_t tiles_per_split =
-      rows_of(p) == 32
+      rows_of(p, &plan->caps) == 32
           ? split_tiles_for(p, &plan->caps, 2, row_blocks, kLatentTileKeys, kMinTilesPerSplit,
                             kMaxPartialBytes)
           : balanced_split_tiles_for(p, plan->caps.multiprocessor_count, row_blocks,
@@ -187,7 +195,7 @@ pa_status latent_plan(pa_plan *plan, int setup_device) {
             "[pagedattn] LATENT (%s): grid %u, %d threads, %d B shared, %d-row tile, row blocks "
             "of %d tokens x %d heads (%d per token), %d tiles of %d keys per split, %d split "
             "slots%s\n",
-            s->variant.family, s->grid.x, s->variant.threads, s->smem_bytes, rows_of(p),
+            s->variant.family, s->grid.x, s->variant.threads, s->smem_bytes, rows_of(p, &plan->caps),
             g.tokens_per_block,
             g.heads_per_block, g.head_blocks, P.tiles_per_split, kLatentTileKeys, P.num_split_slots,
             P.num_split_slots > 1 ? " + merge" : "");
