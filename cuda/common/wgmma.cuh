@@ -110,12 +110,22 @@ __device__ __forceinline__ void wgmma_fence_operands(uint32_t (&x)[A][B]) {
       "{\n .reg .pred p;\n setp.ne.b32 p, %18, 0;\n"                                     \
       " wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE " {"                  \
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"            \
-      ", %16, %17, p, 1, 1, 0, 0;\n}\n"                                                  \
+      ", %16, %17, p, 1, 1, %19, 0;\n}\n"                                                \
       : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),                      \
         "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),                      \
         "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),                      \
         "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])                       \
-      : "l"(desc_a), "l"(desc_b), "n"(kAccumulate))
+      : "l"(desc_a), "l"(desc_b), "n"(kAccumulate), "n"(kTransposeA))
+
+#define PA_WGMMA_SS_M64N16K16(TYPE)                                                      \
+  asm volatile(                                                                          \
+      "{\n .reg .pred p;\n setp.ne.b32 p, %10, 0;\n"                                     \
+      " wgmma.mma_async.sync.aligned.m64n16k16.f32." TYPE "." TYPE " {"                  \
+      "%0, %1, %2, %3, %4, %5, %6, %7}"                                                  \
+      ", %8, %9, p, 1, 1, %11, 0;\n}\n"                                                  \
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),                      \
+        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3])                       \
+      : "l"(desc_a), "l"(desc_b), "n"(kAccumulate), "n"(kTransposeA))
 
 #define PA_WGMMA_RS_M64N64K16(TYPE)                                                      \
   asm volatile(                                                                          \
@@ -177,14 +187,23 @@ struct wgmma_m64k16 {
     else
       PA_WGMMA_SS_M64N64K16("bf16");
   }
-  // The same at N = 32.
-  template <int kAccumulate>
-  __device__ static __forceinline__ void shared_a_n32(float (&d)[4][4], uint64_t desc_a,
-                                                      uint64_t desc_b) {
+  // A and B from shared memory, B K-major, A K-major (kTransposeA 0) or M-major (1); N = 16 or
+  // 32 by the accumulators' size.
+  template <int kAccumulate, int kTransposeA = 0>
+  __device__ static __forceinline__ void shared_ab(float (&d)[4][4], uint64_t desc_a,
+                                                   uint64_t desc_b) {
     if constexpr (dtype_of<T>::value == PA_DTYPE_FLOAT16)
       PA_WGMMA_SS_M64N32K16("f16");
     else
       PA_WGMMA_SS_M64N32K16("bf16");
+  }
+  template <int kAccumulate, int kTransposeA = 0>
+  __device__ static __forceinline__ void shared_ab(float (&d)[2][4], uint64_t desc_a,
+                                                   uint64_t desc_b) {
+    if constexpr (dtype_of<T>::value == PA_DTYPE_FLOAT16)
+      PA_WGMMA_SS_M64N16K16("f16");
+    else
+      PA_WGMMA_SS_M64N16K16("bf16");
   }
   // A from registers; B K-major (kTransposeB 0) or N-major (1); N = 64 or 128.
   template <int kAccumulate, int kTransposeB>
@@ -207,6 +226,7 @@ struct wgmma_m64k16 {
 
 #undef PA_WGMMA_SS_M64N64K16
 #undef PA_WGMMA_SS_M64N32K16
+#undef PA_WGMMA_SS_M64N16K16
 #undef PA_WGMMA_RS_M64N64K16
 #undef PA_WGMMA_RS_M64N128K16
 

@@ -13,8 +13,8 @@
 #include "../launch_common.cuh"
 #include "../prefill/launch_row_blocks.cuh"
 #include "internal.h"
-#include "latent_hopper_kernel.cuh"
 #include "latent_kernel.cuh"
+#include "latent_narrow_kernel.cuh"
 
 namespace pa {
 namespace detail {
@@ -32,8 +32,11 @@ constexpr int64_t kMaxPartialBytes = (int64_t)256 << 20;
 constexpr int kMergeVecs = kLatentValueWidth / 128;
 
 struct latent_variant {
-  const char *family;  // "wgmma" or "mma.sync"
+  const char *family;  // "wgmma", "wgmma narrow" or "mma.sync"
   int threads, smem_bytes;
+  // the split rule: balanced_split_tiles_for (true), or PREFILL's memory-bound one, which aims
+  // at about four units per CTA (the 32-row mma.sync tile)
+  bool balanced_splits;
   cudaError_t (*set_smem)(int smem_bytes);
   cudaError_t (*launch)(const prefill_params &P, dim3 grid, int smem_bytes, cudaStream_t stream,
                         bool chained);
@@ -43,31 +46,39 @@ struct latent_state : row_block_launch {
   latent_variant variant;
 };
 
-// Whether the sm_90a wgmma kernel serves this problem: a device of compute capability 9.0 whose
-// sm_90a cubin this build holds, caches that hold T, head_size 576 / v_head_size 512.
-// PA_LATENT_KERNEL=mma.sync, read at plan time, keeps every plan on mma.sync (for measurements and
-// tests that compare them).
-bool wgmma_serves(const pa__problem *p, const pa_device_caps *caps) {
+// PA_LATENT_KERNEL, read at plan time, for measurements and tests that compare kernels:
+// "mma.sync" keeps every plan on the mma.sync kernels, "wgmma64" gives the 64-row wgmma kernel
+// the narrow rows too.
+bool latent_kernel_env(const char *value) {
   const char *env = getenv("PA_LATENT_KERNEL");
-  return !(env && strcmp(env, "mma.sync") == 0) && runs_sm90a_kernels(caps) &&
+  return env && strcmp(env, value) == 0;
+}
+
+// Whether the sm_90a wgmma kernels serve this problem: a device of compute capability 9.0 whose
+// sm_90a cubin this build holds, caches that hold T, head_size 576 / v_head_size 512.
+bool wgmma_serves(const pa__problem *p, const pa_device_caps *caps) {
+  return !latent_kernel_env("mma.sync") && runs_sm90a_kernels(caps) &&
          p->k_cache_dtype == p->dtype && p->head_size == kLatentHopperWidth &&
          p->v_head_size == kLatentHopperValueWidth;
 }
 
-// The row tile. The wgmma kernel takes 64 rows whatever the step: at 16-32 rows per sequence it
-// computes padding rows, and still beats the 32-row mma.sync tile by about twice (doc/performance.md,
-// eighteenth measurement). The mma.sync kernels (latent_kernel.cuh) take 32 rows when a sequence's
-// rows fit, by the step's mean query tokens per sequence (16-32 heads of one token, 16 heads of
-// two): memory-bound steps, whose smaller Q leaves room for a deeper ring of 32-key steps; else 64
-// rows in 64-key steps.
-static_assert(kLatentHopperRows == 64, "the wgmma kernel takes the 64-row blocks");
+// The row tile, by the step's mean query tokens per sequence (rounded up) times num_heads: the
+// rows a sequence's token has. At most 32 (16-32 heads of one token, 16 heads of two), the step is
+// memory-bound: the wgmma kernels take 16 or 32 rows with the keys as M (latent_narrow_kernel.cuh),
+// the mma.sync kernels 32 rows in 32-key steps through a deeper ring (latent_kernel.cuh). Else 64
+// rows.
+static_assert(kLatentHopperRows == 64, "the wide wgmma kernel takes 64-row blocks");
 int rows_of(const pa__problem *p, const pa_device_caps *caps) {
-  if (wgmma_serves(p, caps)) return kLatentHopperRows;
   const int64_t tokens_per_seq = ceil_div(p->token_count, std::max<int64_t>(1, p->batch_size));
-  return (int64_t)p->num_heads * tokens_per_seq <= 32 ? 32 : 64;
+  const int64_t rows = (int64_t)p->num_heads * tokens_per_seq;
+  if (rows > 32) return 64;
+  if (!wgmma_serves(p, caps)) return 32;
+  if (latent_kernel_env("wgmma64")) return kLatentHopperRows;
+  return rows <= 16 ? 16 : 32;
 }
 
-// The kernel: wgmma where it serves (wgmma_serves), else mma.sync at rows_of's tile.
+// The kernel: where wgmma serves, the narrow wgmma kernel at 16 / 32 rows and the wide one at 64;
+// else mma.sync at rows_of's tile.
 bool variant_for(const pa__problem *p, const pa_device_caps *caps, latent_variant *v) {
   const int rows = rows_of(p, caps);
   const bool wgmma = wgmma_serves(p, caps);
@@ -76,17 +87,22 @@ bool variant_for(const pa__problem *p, const pa_device_caps *caps, latent_varian
     using C = decltype(c);
     const int smem_bytes = latent_smem_bytes((int)sizeof(C), rows);
     if constexpr (sizeof(C) == 2) {
-      if (wgmma) {
-        *v = {"wgmma", kLatentHopperThreads, latent_hopper_geometry::kSmemBytes,
+      if (wgmma && rows == 16)
+        *v = {"wgmma narrow", kLatentNarrowThreads, latent_narrow_geometry<16>::kSmemBytes, true,
+              latent_narrow_set_smem<T, 16>, latent_narrow_launch<T, 16>};
+      else if (wgmma && rows == 32)
+        *v = {"wgmma narrow", kLatentNarrowThreads, latent_narrow_geometry<32>::kSmemBytes, true,
+              latent_narrow_set_smem<T, 32>, latent_narrow_launch<T, 32>};
+      else if (wgmma)
+        *v = {"wgmma", kLatentHopperThreads, latent_hopper_geometry::kSmemBytes, true,
               latent_hopper_set_smem<T>, latent_hopper_launch<T>};
-        return;
-      }
+      if (wgmma) return;
     }
     if (rows == 32)
-      *v = {"mma.sync", kLatentThreads, smem_bytes, latent_set_smem<T, C, 32>,
+      *v = {"mma.sync", kLatentThreads, smem_bytes, false, latent_set_smem<T, C, 32>,
             latent_launch<T, C, 32>};
     else
-      *v = {"mma.sync", kLatentThreads, smem_bytes, latent_set_smem<T, C, 64>,
+      *v = {"mma.sync", kLatentThreads, smem_bytes, true, latent_set_smem<T, C, 64>,
             latent_launch<T, C, 64>};
   });
 }
@@ -147,19 +163,20 @@ pa_status latent_plan(pa_plan *plan, int setup_device) {
   s->smem_bytes = s->variant.smem_bytes;
   s->chained = plan->caps.compute_capability_major >= 9;
   const row_geometry g = row_geometry_of(p, &plan->caps);
-  // One CTA per multiprocessor (launch bounds and shared memory). The 32-row tile is memory-bound:
-  // a unit costs its bytes, so finer splits (about four units per CTA instead of two) keep the
-  // last wave from leaving a third of the device idle; the partials cost little beside the rows.
-  // The 64-row tile is compute-bound: a split pays a Q load, 128 KB of partials and the merge, so
-  // its count balances the CTAs' tiles (balanced_split_tiles_for).
+  // One CTA per multiprocessor (launch bounds and shared memory). The 32-row mma.sync tile's
+  // units cost their bytes, so finer splits (about four units per CTA instead of two) keep the
+  // last wave from leaving a third of the device idle. The wgmma kernels and the 64-row mma.sync
+  // tile pay a Q load, partials and their merge per split (the narrow wgmma kernel waits for each
+  // unit's Q: ncu, eighteenth measurement), so the split count balances the CTAs' tiles
+  // (balanced_split_tiles_for).
   const int64_t row_blocks = row_blocks_of(p, g.tokens_per_block, g.head_blocks);
   const int64_t tiles_per_split =
-      rows_of(p, &plan->caps) == 32
-          ? split_tiles_for(p, &plan->caps, 2, row_blocks, kLatentTileKeys, kMinTilesPerSplit,
-                            kMaxPartialBytes)
-          : balanced_split_tiles_for(p, plan->caps.multiprocessor_count, row_blocks,
+      s->variant.balanced_splits
+          ? balanced_split_tiles_for(p, plan->caps.multiprocessor_count, row_blocks,
                                      kLatentTileKeys, kMinTilesPerSplit, kMaxPartialBytes,
-                                     kUnitCostTiles);
+                                     kUnitCostTiles)
+          : split_tiles_for(p, &plan->caps, 2, row_blocks, kLatentTileKeys, kMinTilesPerSplit,
+                            kMaxPartialBytes);
   const int64_t bound_tiles = std::max<int64_t>(1, ceil_div(p->max_kv_len, kLatentTileKeys));
   const int64_t slots = ceil_div(bound_tiles, tiles_per_split);
   if (setup_device) {

@@ -88,6 +88,7 @@ struct latent_hopper_unit {
 // half stages' loaded-keys words, the barriers ("full" per half stage, "empty" per tile slot, the
 // unit slot's) and the producer's scratch.
 struct latent_hopper_geometry {
+  static constexpr int kQRows = kLatentHopperRows;
   static constexpr int kChunks = kLatentHopperWidth / 8;  // 16-byte chunks of a row
   static constexpr int kQBytes = kLatentHopperRows * kLatentHopperWidth * 2;
   static constexpr int kStageBytes = kLatentHopperHalfKeys * kLatentHopperWidth * 2;
@@ -109,7 +110,8 @@ struct latent_hopper_geometry {
 };
 
 struct latent_hopper_smem {
-  using G = latent_hopper_geometry;
+  using G = latent_hopper_geometry;  // (the producer's view of the layout)
+  using tile_ring = ring_position<kLatentHopperTileSlots>;
   unsigned char *base;  // 1024-byte aligned
   __device__ unsigned char *q() const { return base; }
   __device__ unsigned char *stage(int s) const {
@@ -182,23 +184,61 @@ __device__ __forceinline__ void latent_hopper_scores(float (&score)[kLatentHoppe
     const uint64_t q_desc = hopper_k_major_desc(q_tile + q_row0 * 128, q_panel_rows, s);
     const uint64_t k_desc = hopper_k_major_desc(k_tile, k_panel_rows, s);
     if (s == 0)
-      mma::template shared_a_n32<0>(score, q_desc, k_desc);
+      mma::template shared_ab<0>(score, q_desc, k_desc);
     else
-      mma::template shared_a_n32<1>(score, q_desc, k_desc);
+      mma::template shared_ab<1>(score, q_desc, k_desc);
   }
   wgmma_commit();
   wgmma_wait<0>();
   wgmma_fence_operands(score);
 }
 
-// The producer warpgroup: units, their rows and Q into the unit slot, their latent tiles into the
-// ring of tile slots (warp `run`'s 16 keys into half run / 2), until the schedule runs out (then
-// the slot says done).
-template <typename T>
-__device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
-                                                      const latent_hopper_smem &S) {
+// One latent tile into this kernel's ring (the producer's part for it, latent_hopper_produce): warp
+// `run`'s 16 keys (rows of `src`, slot_bytes apart; `valid` says which are loaded, the others are
+// zero-filled) into half run / 2 of the tile slot at `pos`, once the consumers have freed it.
+__device__ __forceinline__ void latent_produce_tile(const latent_hopper_smem &S,
+                                                    ring_position<kLatentHopperTileSlots> &pos,
+                                                    const unsigned char *src, int64_t slot_bytes,
+                                                    uint32_t valid, const unsigned char *cache) {
   using G = latent_hopper_geometry;
-  const int tid = threadIdx.x, lane = tid % 32, run = tid / 32;
+  const int lane = threadIdx.x % 32, run = threadIdx.x / 32;
+  const int half_row0 = (run % kLatentHopperRunsPerHalf) * kLatentHopperRunKeys;
+  mbarrier_wait(S.empty(pos.slot), pos.phase ^ 1u);
+  const int stage_index = 2 * pos.slot + run / kLatentHopperRunsPerHalf;
+  unsigned char *stage = S.stage(stage_index);
+  // Row by row, lane l takes chunks l, l + 32 and (below 72) l + 64: every place and source is
+  // then a per-lane base plus constants (a division by 72 per chunk cost ~35 producer
+  // instructions per cp.async, issue slots the consumers share).
+#pragma unroll 2
+  for (int row = 0; row < kLatentHopperRunKeys; row++) {
+    const bool fill = valid >> row & 1u;
+    // (a row not filled reads nothing; its address stays inside the cache's first row)
+    const unsigned char *src_row = fill ? src + row * slot_bytes : cache;
+#pragma unroll
+    for (int j = 0; j < (G::kChunks + 31) / 32; j++) {
+      const unsigned chunk = (unsigned)lane + 32u * j;
+      if (j < G::kChunks / 32 || chunk < (unsigned)G::kChunks)
+        cp_async_16(
+            stage + swizzle128_chunk_offset(kLatentHopperHalfKeys, half_row0 + row, (int)chunk),
+            src_row + chunk * 16, fill);
+    }
+  }
+  if (lane == 0)  // the run's bits of the half's loaded-keys word
+    reinterpret_cast<uint16_t *>(S.loaded_keys(stage_index))[run % kLatentHopperRunsPerHalf] =
+        (uint16_t)valid;
+  mbarrier_track_cp_async(S.full(stage_index));
+  mbarrier_arrive(S.full(stage_index));
+  pos.advance();
+}
+
+// The producer warpgroup of both LATENT Hopper kernels: units, their rows and Q (G::kQRows rows)
+// into the unit slot, their latent tiles into the kernel's ring (latent_produce_tile of its
+// layout: half stages here, 64-channel panels in latent_narrow_kernel.cuh), until the schedule
+// runs out (then the slot says done).
+template <typename T, typename Smem>
+__device__ __forceinline__ void latent_hopper_produce(const prefill_params &P, const Smem &S) {
+  using G = typename Smem::G;
+  const int tid = threadIdx.x, run = tid / 32;
   const int64_t slot_bytes = (int64_t)kLatentHopperWidth * sizeof(T);
   const unsigned char *cache = reinterpret_cast<const unsigned char *>(P.k_cache);
   const T *q = reinterpret_cast<const T *>(P.q);
@@ -206,10 +246,8 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
   hopper_scratch *scratch = S.scratch();
   latent_hopper_unit *U = S.unit();
   ring_position<1> unit_pos = {0, 0u};
-  ring_position<kLatentHopperTileSlots> tile_pos = {0, 0u};
+  typename Smem::tile_ring tile_pos = {0, 0u};
   bool first_unit = true;
-  const int half = run / kLatentHopperRunsPerHalf;
-  const int half_row0 = (run % kLatentHopperRunsPerHalf) * kLatentHopperRunKeys;
   for (;;) {
     if (tid == 0) scratch->taken = atomicAdd(P.work_counter, 1u);
     named_barrier_sync(kLatentHopperProducerBarrier, kLatentHopperWarpgroupThreads);
@@ -252,32 +290,7 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
         const int64_t row_offset =
             block_id >= 0 ? kv_row_offset(P.kv, block_id, key0, 0) * (int64_t)sizeof(T) : 0;
         const unsigned char *src = cache + row_offset;
-        mbarrier_wait(S.empty(tile_pos.slot), tile_pos.phase ^ 1u);
-        const int stage_index = 2 * tile_pos.slot + half;
-        unsigned char *stage = S.stage(stage_index);
-        // Row by row, lane l takes chunks l, l + 32 and (below 72) l + 64: every place and source
-        // is then a per-lane base plus constants (a division by 72 per chunk cost ~35 producer
-        // instructions per cp.async, issue slots the consumers share).
-#pragma unroll 2
-        for (int row = 0; row < kLatentHopperRunKeys; row++) {
-          const bool fill = valid >> row & 1u;
-          // (a row not filled reads nothing; its address stays inside the cache's first row)
-          const unsigned char *src_row = fill ? src + row * slot_bytes : cache;
-#pragma unroll
-          for (int j = 0; j < (G::kChunks + 31) / 32; j++) {
-            const unsigned chunk = (unsigned)lane + 32u * j;
-            if (j < G::kChunks / 32 || chunk < (unsigned)G::kChunks)
-              cp_async_16(stage + swizzle128_chunk_offset(kLatentHopperHalfKeys, half_row0 + row,
-                                                          (int)chunk),
-                          src_row + chunk * 16, fill);
-          }
-        }
-        if (lane == 0)  // the run's bits of the half's loaded-keys word
-          reinterpret_cast<uint16_t *>(S.loaded_keys(stage_index))[run % kLatentHopperRunsPerHalf] =
-              (uint16_t)valid;
-        mbarrier_track_cp_async(S.full(stage_index));
-        mbarrier_arrive(S.full(stage_index));
-        tile_pos.advance();
+        latent_produce_tile(S, tile_pos, src, slot_bytes, valid, cache);
       }
     };
     // The unit's first tiles go into the ring as the consumers free it, before the unit slot
@@ -293,7 +306,7 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
     // The unit slot: the rows, the unit, and the Q rows (zero for other rows: finite scores,
     // discarded).
     mbarrier_wait(S.unit_empty(), unit_pos.phase ^ 1u);
-    if (tid < kLatentHopperRows) {
+    if (tid < G::kQRows) {
       U->row_lo[tid] = row_lo;
       U->row_hi[tid] = row_hi;
     }
@@ -308,14 +321,14 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
       U->valid_rows = rows.valid_rows;
       U->done = 0;
     }
-    for (int i = tid; i < kLatentHopperRows * G::kChunks; i += kLatentHopperWarpgroupThreads) {
+    for (int i = tid; i < G::kQRows * G::kChunks; i += kLatentHopperWarpgroupThreads) {
       const int r = i / G::kChunks, c = i % G::kChunks;
       const bool fill = r < rows.valid_rows;
       const T *src = q;
       if (fill)
         src = q + (rows.first_token + r / P.heads_per_block) * P.q_row_stride +
               (int64_t)(rows.first_head + r % P.heads_per_block) * kLatentHopperWidth + c * 8;
-      cp_async_16(S.q() + swizzle128_chunk_offset(kLatentHopperRows, r, c), src, fill);
+      cp_async_16(S.q() + swizzle128_chunk_offset(G::kQRows, r, c), src, fill);
     }
     mbarrier_track_cp_async(S.unit_full());
     mbarrier_arrive(S.unit_full());

@@ -11,8 +11,10 @@
  * the reference suite (mla_case.h) with the absorbed form on LATENT: a prefill step then a decode
  * step through the GPU's latent cache, where AUTO must pick UNFUSED for the first and LATENT for
  * the second. The plans' kernel family (pa__latent_kernel_family) proves which kernel the matrices
- * ran: the sm_90a wgmma kernel on compute capability 9.0 for fp16 / bf16 caches at 576 / 512
- * channels, mma.sync for everything else (and everywhere with PA_LATENT_KERNEL=mma.sync).
+ * ran: on compute capability 9.0 the sm_90a wgmma kernels for fp16 / bf16 caches at 576 / 512
+ * channels (the narrow one, keys as M, at up to 32 rows per sequence: 16 and 32 heads of one
+ * token, 16 of two; the 64-row one above), mma.sync for everything else (and everywhere with
+ * PA_LATENT_KERNEL=mma.sync; PA_LATENT_KERNEL=wgmma64 keeps the narrow rows on the 64-row kernel).
  *
  * PA_GPU_TEST_QUICK=1 runs a reduced matrix (for compute-sanitizer); PA_GPU_TEST_SHARD=i/n splits
  * the matrices between processes (harness). */
@@ -78,7 +80,8 @@ static gpu_case deepseek(const char *name) {
 
 static void matrix(gpu_matrix_result *all, int quick) {
   /* heads x types x caches x scales, with one query token per sequence (16 and 32 heads take the
-   * 32-row tile on mma.sync: 32-key steps, the deeper ring) and up to four (the 64-row tile). 8-bit caches take the default scale 1/sqrt(576), as in
+   * narrow tiles: on Hopper the narrow wgmma kernel, on mma.sync the 32-row tile's 32-key steps
+   * and deeper ring) and up to four (the 64-row tile). 8-bit caches take the default scale 1/sqrt(576), as in
    * test_prefill.c: their operands reach the tensor cores rounded to T (Q with a per-channel
    * k_scale folded in, P), an error the peaked softmax of scale 0.25 magnifies (the 4th run of
    * this test saw 0.022 against the 0.020 tolerance at 64 heads, int8 per-channel, bf16, one
@@ -427,6 +430,9 @@ static int kernel_family(void) {
                      cudaGetDeviceProperties(&prop, device) == cudaSuccess && prop.major == 9 &&
                      prop.minor == 0;
   const char *want = hopper ? "wgmma" : "mma.sync";
+  /* PA_LATENT_KERNEL=wgmma64 gives the narrow rows to the 64-row wgmma kernel */
+  const char *want_narrow =
+      !hopper ? "mma.sync" : env && strcmp(env, "wgmma64") == 0 ? "wgmma" : "wgmma narrow";
   /* the 64-row tile (more than 32 rows per sequence) */
   int ok = expect_family(128, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16, 576, 512, want);
   ok &= expect_family(128, PA_DTYPE_FLOAT16, PA_DTYPE_FLOAT16, 576, 512, want);
@@ -434,9 +440,9 @@ static int kernel_family(void) {
   ok &= expect_family(128, PA_DTYPE_FLOAT16, PA_DTYPE_INT8, 576, 512, "mma.sync");
   ok &= expect_family(128, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16, 128, 64, "mma.sync");
   ok &= expect_family(128, PA_DTYPE_FLOAT16, PA_DTYPE_FLOAT16, 576, 448, "mma.sync");
-  /* 16 heads x 2 tokens per sequence on average: the wgmma kernel's 64-row tile, padded; the
+  /* 16 heads x 2 tokens per sequence on average: the narrow wgmma kernel (32 rows, keys as M); the
    * 32-row mma.sync tile where wgmma does not serve (here an int8 cache) */
-  ok &= expect_family(16, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16, 576, 512, want);
+  ok &= expect_family(16, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16, 576, 512, want_narrow);
   ok &= expect_family(16, PA_DTYPE_BFLOAT16, PA_DTYPE_INT8, 576, 512, "mma.sync");
   fprintf(stderr, "latent: fp16 / bf16 caches at 576 / 512 channels run on the %s "
                   "kernel\n", want);
