@@ -236,8 +236,9 @@ __device__ __forceinline__ void latent_narrow_consume(const prefill_params &P,
       fence_async_proxy();  // the tile landed through cp.async
     };
     // A block of GEMMs (std::bool_constant flags: no run-time branch around a wgmma, which would
-    // make ptxas serialize them all, C7518 / C7520): P V of the tile at pv_slot, then (acquired
-    // meanwhile) the scores of the tile at tile_pos; the P V's slot is freed as soon as it is done.
+    // make ptxas serialize them all, C7518 / C7520): P V of the tile at pv_pos, waited and its
+    // panels freed before the wait for the next tile (so the producer refills them meanwhile),
+    // then the scores of the tile at tile_pos.
     // Q's and Pᵀ's addresses pass through an empty asm at each block: their 40 descriptors,
     // hoisted out of the loop, would hold 80 registers and spill at 32 rows.
     auto block = [&](auto values, auto scores_next, panel_ring pv_pos) {
@@ -257,6 +258,9 @@ __device__ __forceinline__ void latent_narrow_consume(const prefill_params &P,
                                           hopper_n_major_desc(v_panel[b], kLatentHopperKeys, s, 0),
                                           hopper_k_major_desc(p_at, kRows, s));
         wgmma_commit();
+        wgmma_wait<0>();
+        // P V has read the tile and Pᵀ
+        for_each_panel(pv_pos, [&](int, const panel_ring &at) { mbarrier_arrive(S.empty(at.slot)); });
       }
       if constexpr (decltype(scores_next)::value) {
         acquire();
@@ -275,11 +279,6 @@ __device__ __forceinline__ void latent_narrow_consume(const prefill_params &P,
             mma::template shared_ab<1>(score, k_desc, q_desc);
         }
         wgmma_commit();
-      }
-      if constexpr (decltype(values)::value) {
-        wgmma_wait<decltype(scores_next)::value ? 1 : 0>();
-        // P V has read the tile and Pᵀ
-        for_each_panel(pv_pos, [&](int, const panel_ring &at) { mbarrier_arrive(S.empty(at.slot)); });
       }
       wgmma_wait<0>();
       wgmma_fence_operands(score);
