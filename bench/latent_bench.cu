@@ -8,6 +8,7 @@
 //   memory-bound: 16 heads, 64 x 4k and 1 x 64k: TB/s = the latent rows read once
 //     (B * L * 576 * element bytes) / time, and % of a device-to-device copy (read + write
 //     counted) measured in the same run;
+//   32 rows per sequence: 32 heads x 1 token and 16 heads x 2 tokens, 64 x 4k at block 64, in TB/s;
 //   fp8 latent cache (per-tensor scale): 128 heads 64 x 4k and 16 heads 64 x 4k at block 64.
 // Each step writes its new tokens' latent rows (the write path) and reads L keys per sequence
 // (L - tokens cached + the new ones). Random data filled on the device, a shuffled block table,
@@ -15,7 +16,8 @@
 // whole output (|a - b| <= 2e-2 (1 + |b|), the bf16 / 8-bit tolerance); then both are timed as
 // CUDA-graph replays (median; UNFUSED by few replays: it takes tens to hundreds of ms a step).
 //   pa_bench_latent [--quick] [--only TEXT] [--csv FILE]
-//     --quick      the 1-token rows at 64 x 4k, 1 x 64k and fp8 only, UNFUSED on one row
+//     --quick      the 1-token rows at 64 x 4k, 1 x 64k, the 32-row rows and fp8 only, UNFUSED
+//                  on one row
 //     --only TEXT  only the rows whose label contains TEXT (e.g. for a profiler)
 //     --csv FILE   also write label,backend,us,tflops,tbps,pct to FILE
 #include <math.h>
@@ -211,6 +213,9 @@ int main(int argc, char **argv) {
     rows.push_back({"16h 64x4k q1" + b, 16, 64, 4096, 1, block, PA_DTYPE_BFLOAT16, true, !quick});
     rows.push_back({"16h 1x64k q1" + b, 16, 1, 65536, 1, block, PA_DTYPE_BFLOAT16, true, !quick});
   }
+  // 32 rows per sequence, the narrow wgmma kernel's other width
+  rows.push_back({"32h 64x4k q1 block 64", 32, 64, 4096, 1, 64, PA_DTYPE_BFLOAT16, true, false});
+  rows.push_back({"16h 64x4k q2 block 64", 16, 64, 4096, 2, 64, PA_DTYPE_BFLOAT16, true, false});
   rows.push_back({"128h 64x4k q1 block 64 fp8", 128, 64, 4096, 1, 64, PA_DTYPE_FLOAT8_E4M3FN,
                   false, false});
   rows.push_back({"16h 64x4k q1 block 64 fp8", 16, 64, 4096, 1, 64, PA_DTYPE_FLOAT8_E4M3FN, true,

@@ -64,21 +64,21 @@ bool wgmma_serves(const pa__problem *p, const pa_device_caps *caps) {
 
 // The row tile, by the step's mean query tokens per sequence (rounded up) times num_heads: the
 // rows a sequence's token has. At most 32 (16-32 heads of one token, 16 heads of two), the step is
-// memory-bound: the wgmma kernels take 16 or 32 rows with the keys as M (latent_narrow_kernel.cuh),
-// the mma.sync kernels 32 rows in 32-key steps through a deeper ring (latent_kernel.cuh). Else 64
-// rows.
+// memory-bound. The wgmma kernels take up to 16 rows with the keys as M (latent_narrow_kernel.cuh;
+// at 32 rows that kernel measured 10 % slower than the 64-row one, doc/performance.md, eighteenth
+// measurement), else 64 rows; the mma.sync kernels take 32 rows in 32-key steps through a deeper
+// ring (latent_kernel.cuh), else 64.
 static_assert(kLatentHopperRows == 64, "the wide wgmma kernel takes 64-row blocks");
 int rows_of(const pa__problem *p, const pa_device_caps *caps) {
   const int64_t tokens_per_seq = ceil_div(p->token_count, std::max<int64_t>(1, p->batch_size));
   const int64_t rows = (int64_t)p->num_heads * tokens_per_seq;
-  if (rows > 32) return 64;
-  if (!wgmma_serves(p, caps)) return 32;
-  if (latent_kernel_env("wgmma64")) return kLatentHopperRows;
-  return rows <= 16 ? 16 : 32;
+  if (!wgmma_serves(p, caps)) return rows <= 32 ? 32 : 64;
+  return rows <= kLatentNarrowRows && !latent_kernel_env("wgmma64") ? kLatentNarrowRows
+                                                                      : kLatentHopperRows;
 }
 
-// The kernel: where wgmma serves, the narrow wgmma kernel at 16 / 32 rows and the wide one at 64;
-// else mma.sync at rows_of's tile.
+// The kernel: where wgmma serves, the narrow wgmma kernel at 16 rows and the wide one at 64; else
+// mma.sync at rows_of's tile.
 bool variant_for(const pa__problem *p, const pa_device_caps *caps, latent_variant *v) {
   const int rows = rows_of(p, caps);
   const bool wgmma = wgmma_serves(p, caps);
@@ -87,12 +87,11 @@ bool variant_for(const pa__problem *p, const pa_device_caps *caps, latent_varian
     using C = decltype(c);
     const int smem_bytes = latent_smem_bytes((int)sizeof(C), rows);
     if constexpr (sizeof(C) == 2) {
-      if (wgmma && rows == 16)
-        *v = {"wgmma narrow", kLatentNarrowThreads, latent_narrow_geometry<16>::kSmemBytes, true,
-              latent_narrow_set_smem<T, 16>, latent_narrow_launch<T, 16>};
-      else if (wgmma && rows == 32)
-        *v = {"wgmma narrow", kLatentNarrowThreads, latent_narrow_geometry<32>::kSmemBytes, true,
-              latent_narrow_set_smem<T, 32>, latent_narrow_launch<T, 32>};
+      if (wgmma && rows == kLatentNarrowRows)
+        *v = {"wgmma narrow", kLatentNarrowThreads,
+              latent_narrow_geometry<kLatentNarrowRows>::kSmemBytes, true,
+              latent_narrow_set_smem<T, kLatentNarrowRows>,
+              latent_narrow_launch<T, kLatentNarrowRows>};
       else if (wgmma)
         *v = {"wgmma", kLatentHopperThreads, latent_hopper_geometry::kSmemBytes, true,
               latent_hopper_set_smem<T>, latent_hopper_launch<T>};

@@ -7,9 +7,7 @@ namespace pa {
 namespace detail {
 PA_LATENT_HOPPER_INSTANTIATE(__half)
 PA_LATENT_HOPPER_INSTANTIATE(__nv_bfloat16)
-PA_LATENT_NARROW_INSTANTIATE(__half, 16)
-PA_LATENT_NARROW_INSTANTIATE(__half, 32)
-PA_LATENT_NARROW_INSTANTIATE(__nv_bfloat16, 16)
-PA_LATENT_NARROW_INSTANTIATE(__nv_bfloat16, 32)
+PA_LATENT_NARROW_INSTANTIATE(__half, kLatentNarrowRows)
+PA_LATENT_NARROW_INSTANTIATE(__nv_bfloat16, kLatentNarrowRows)
 }  // namespace detail
 }  // namespace pa

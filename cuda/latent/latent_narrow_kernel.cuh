@@ -1,8 +1,10 @@
 // The LATENT backend's Hopper kernel for narrow row blocks (sm_90a, fp16 / bf16 caches, head_size
-// 576, v_head_size 512, at most 32 (query token, query head) rows per sequence: 16-32 heads of one
-// token, 16 heads of two). These steps are memory-bound, and the 64-row kernel
-// (latent_hopper_kernel.cuh) would compute 32-48 padding rows. Here the keys are the M dimension of
-// both products, so the rows are wgmma's N (16 or 32) and no product is padded:
+// 576, v_head_size 512, at most 16 (query token, query head) rows per sequence: 16 heads of one
+// token, DeepSeek's 128 heads on 8 devices). These steps are memory-bound, and the 64-row kernel
+// (latent_hopper_kernel.cuh) would compute 48 padding rows. Here the keys are the M dimension of
+// both products, so the rows are wgmma's N (kRows = 16) and no product is padded. (The template
+// compiles at N = 32 too, with a ring of 22 panels; it measured 10 % slower there than the 64-row
+// kernel, doc/performance.md, eighteenth measurement, so the launcher plans it at 16 only.)
 //   Sᵀ (64 keys x kRows)  = K Qᵀ: wgmma m64nRk16, K (the tile) and Q from shared memory, 36 k-steps;
 //   Oᵀ (512 x kRows)     += Vᵀ Pᵀ: eight m64nRk16 blocks of 64 value channels per k-step of 16
 //                           keys, Vᵀ the tile's first 512 channels read M-major (the transpose
@@ -14,7 +16,7 @@
 // takes each tile in turn: its softmax (each row's maximum over the tile's keys: the thread's two,
 // the warp's sixteen by shuffles, the four warps' through shared memory), Pᵀ written, then its
 // P V issued with the next tile's scores; the tile's panels are freed as soon as its P V is done.
-// The output is 64 fp32 (16 rows) or 128 (32 rows) accumulators per thread, stored at the end of
+// The output is 64 fp32 accumulators per thread (16 rows), stored at the end of
 // the unit as PREFILL's pairs of channels (a shuffle pairs channel c with c + 1).
 // Work units, row blocks, splits, the schedule and the merge are LATENT's (latent.cu).
 #pragma once
@@ -30,6 +32,7 @@ namespace pa {
 namespace detail {
 
 constexpr int kLatentNarrowThreads = 2 * kLatentHopperWarpgroupThreads;
+constexpr int kLatentNarrowRows = 16;  // the rows the launcher plans it at
 // Named barrier of the consumer warpgroup (the producer's is kLatentHopperProducerBarrier).
 constexpr int kLatentNarrowConsumerBarrier = 2;
 

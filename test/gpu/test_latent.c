@@ -12,8 +12,8 @@
  * step through the GPU's latent cache, where AUTO must pick UNFUSED for the first and LATENT for
  * the second. The plans' kernel family (pa__latent_kernel_family) proves which kernel the matrices
  * ran: on compute capability 9.0 the sm_90a wgmma kernels for fp16 / bf16 caches at 576 / 512
- * channels (the narrow one, keys as M, at up to 32 rows per sequence: 16 and 32 heads of one
- * token, 16 of two; the 64-row one above), mma.sync for everything else (and everywhere with
+ * channels (the narrow one, keys as M, at up to 16 rows per sequence: 16 heads of one token; the
+ * 64-row one above), mma.sync for everything else (and everywhere with
  * PA_LATENT_KERNEL=mma.sync; PA_LATENT_KERNEL=wgmma64 keeps the narrow rows on the 64-row kernel).
  *
  * PA_GPU_TEST_QUICK=1 runs a reduced matrix (for compute-sanitizer); PA_GPU_TEST_SHARD=i/n splits
@@ -79,9 +79,9 @@ static gpu_case deepseek(const char *name) {
 }
 
 static void matrix(gpu_matrix_result *all, int quick) {
-  /* heads x types x caches x scales, with one query token per sequence (16 and 32 heads take the
-   * narrow tiles: on Hopper the narrow wgmma kernel, on mma.sync the 32-row tile's 32-key steps
-   * and deeper ring) and up to four (the 64-row tile). 8-bit caches take the default scale 1/sqrt(576), as in
+  /* heads x types x caches x scales, with one query token per sequence (16 heads take the narrow wgmma
+   * kernel on Hopper; 16 and 32 heads the 32-row tile's 32-key steps and deeper ring on
+   * mma.sync) and up to four (the 64-row tile). 8-bit caches take the default scale 1/sqrt(576), as in
    * test_prefill.c: their operands reach the tensor cores rounded to T (Q with a per-channel
    * k_scale folded in, P), an error the peaked softmax of scale 0.25 magnifies (the 4th run of
    * this test saw 0.022 against the 0.020 tolerance at 64 heads, int8 per-channel, bf16, one
@@ -378,9 +378,11 @@ static int absorbed_mla_on_latent(void) {
 
 /* Plans a step of two sequences (1 and 2 query tokens) on LATENT (num_heads, dtype, cache dtype,
  * latent row head_size / v_head_size) and compares the plan's kernel family with `want`. */
-static int expect_family(int32_t num_heads, pa_dtype dtype, pa_dtype cache_dtype,
+static int expect_family(int32_t num_heads, int32_t tokens, pa_dtype dtype, pa_dtype cache_dtype,
                          int32_t head_size, int32_t v_head_size, const char *want) {
-  static const int32_t q_lens[2] = {1, 2}, past_lens[2] = {70, 200};
+  /* two sequences of 1 and `tokens` query tokens: rows_of counts num_heads x the mean, rounded up */
+  const int32_t q_lens[2] = {1, tokens};
+  static const int32_t past_lens[2] = {70, 200};
   pa_case_config cfg;
   pa_case_config_init(&cfg);
   cfg.seed = seed;
@@ -434,16 +436,18 @@ static int kernel_family(void) {
   const char *want_narrow =
       !hopper ? "mma.sync" : env && strcmp(env, "wgmma64") == 0 ? "wgmma" : "wgmma narrow";
   /* the 64-row tile (more than 32 rows per sequence) */
-  int ok = expect_family(128, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16, 576, 512, want);
-  ok &= expect_family(128, PA_DTYPE_FLOAT16, PA_DTYPE_FLOAT16, 576, 512, want);
-  ok &= expect_family(32, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16, 576, 512, want);
-  ok &= expect_family(128, PA_DTYPE_FLOAT16, PA_DTYPE_INT8, 576, 512, "mma.sync");
-  ok &= expect_family(128, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16, 128, 64, "mma.sync");
-  ok &= expect_family(128, PA_DTYPE_FLOAT16, PA_DTYPE_FLOAT16, 576, 448, "mma.sync");
-  /* 16 heads x 2 tokens per sequence on average: the narrow wgmma kernel (32 rows, keys as M); the
-   * 32-row mma.sync tile where wgmma does not serve (here an int8 cache) */
-  ok &= expect_family(16, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16, 576, 512, want_narrow);
-  ok &= expect_family(16, PA_DTYPE_BFLOAT16, PA_DTYPE_INT8, 576, 512, "mma.sync");
+  int ok = expect_family(128, 2, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16, 576, 512, want);
+  ok &= expect_family(128, 2, PA_DTYPE_FLOAT16, PA_DTYPE_FLOAT16, 576, 512, want);
+  ok &= expect_family(32, 2, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16, 576, 512, want);
+  ok &= expect_family(128, 2, PA_DTYPE_FLOAT16, PA_DTYPE_INT8, 576, 512, "mma.sync");
+  ok &= expect_family(128, 2, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16, 128, 64, "mma.sync");
+  ok &= expect_family(128, 2, PA_DTYPE_FLOAT16, PA_DTYPE_FLOAT16, 576, 448, "mma.sync");
+  /* 16 heads x 1 token per sequence: the narrow wgmma kernel (16 rows, keys as M); 16 heads x 2
+   * tokens: the 64-row one (the narrow kernel at 32 rows measured slower); the 32-row mma.sync
+   * tile where wgmma does not serve (here an int8 cache) */
+  ok &= expect_family(16, 1, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16, 576, 512, want_narrow);
+  ok &= expect_family(16, 2, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16, 576, 512, want);
+  ok &= expect_family(16, 2, PA_DTYPE_BFLOAT16, PA_DTYPE_INT8, 576, 512, "mma.sync");
   fprintf(stderr, "latent: fp16 / bf16 caches at 576 / 512 channels run on the %s "
                   "kernel\n", want);
   return ok;
