@@ -4,7 +4,9 @@
  * backend AUTO picks, workspace sizes, UNFUSED's workspace budget and chunks). Described devices: an H200 (sm_90, 132 SMs, 232448 B opt-in shared memory) and an A100
  * (sm_80, 108 SMs, 166912 B). No GPU is touched.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cases.h"
@@ -374,10 +376,19 @@ static int64_t latent_split_slots(const pa_case *c) {
   return slots;
 }
 
-/* The 64-row tile (compute-bound) splits a sequence's keys only where that balances the CTAs
+/* The kernel family of LATENT's plan for c (pa__latent_kernel_family). */
+static const char *latent_family(const pa_case *c) {
+  pa_plan *plan = case_plan_ok(c);
+  const char *family = pa__latent_kernel_family(plan); /* a string literal */
+  pa_plan_destroy(plan);
+  return family;
+}
+
+/* The 64-row tile and the wgmma kernels split a sequence's keys only where that balances the CTAs
  * (balanced_split_tiles_for): 128 heads x 64 sequences of 4k are 128 row blocks on 132
- * multiprocessors and run unsplit, 32 sequences split in two. The 32-row tile (memory-bound) keeps
- * aiming at twice as many units as multiprocessors. */
+ * multiprocessors and run unsplit, 32 sequences split in two; 16 heads x 32 sequences on the
+ * narrow wgmma kernel (a build with sm_90a) split in four. The 32-row mma.sync tile (memory-bound)
+ * keeps aiming at twice as many units as multiprocessors. */
 static void latent_splits_balance_the_ctas(void **state) {
   (void)state;
   case_config cfg = case_config_latent();
@@ -393,9 +404,14 @@ static void latent_splits_balance_the_ctas(void **state) {
   cfg.num_blocks = (int64_t)cfg.batch_size * cfg.blocks_per_seq;
   c = built(cfg, CASE_H200);
   assert_int_equal(latent_split_slots(&c), 2);
-  cfg.num_heads = 16; /* one 32-row block per token: 32 units against 2 x 2 x 132 wanted */
+  cfg.num_heads = 16; /* one row block per token: 32 units */
   c = built(cfg, CASE_H200);
+  if (strcmp(latent_family(&c), "wgmma narrow") == 0)
+    assert_int_equal(latent_split_slots(&c), 4); /* 128 units on 132 multiprocessors */
+  setenv("PA_LATENT_KERNEL", "mma.sync", 1);     /* the 32-row tile: 2 x 2 x 132 units wanted */
+  assert_string_equal(latent_family(&c), "mma.sync");
   assert_true(latent_split_slots(&c) >= 8);
+  unsetenv("PA_LATENT_KERNEL");
 }
 
 /* Forced LATENT refuses what it does not serve, naming the feature and the backend. */
