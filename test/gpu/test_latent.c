@@ -111,10 +111,10 @@ static void matrix(gpu_matrix_result *all, int quick) {
   }
 
   /* block sizes 16..256 (a 64-key tile spans four 16-key pages); shuffled, partly unmapped (-1,
-   * large negatives, >= num_blocks, INT32_MAX) and shared-prefix block tables; 32 heads of one
-   * token (the 32-row tile's 32-key steps) and of up to four (the 64-row tile) */
+   * large negatives, >= num_blocks, INT32_MAX) and shared-prefix block tables; 16 heads of one
+   * token (the narrow wgmma kernel's panels on Hopper, the 32-row tile's 32-key steps on
+   * mma.sync) and of up to four (the 64-row tile) */
   gpu_case blocks = deepseek("latent_blocks");
-  blocks.num_heads = 32;
   blocks.batch_size = 4;
   blocks.max_past_len = quick ? 300 : 700;
   {
@@ -158,15 +158,17 @@ static void matrix(gpu_matrix_result *all, int quick) {
     gpu_matrix_count(all, gpu_case_run(&empty, backend, seed++));
   }
 
-  /* softcap, windows (1, small, a 64-key tile, beyond the context), query_positions, non-causal */
+  /* softcap, windows (1, small, a 64-key tile, beyond the context), query_positions, non-causal;
+   * one query token per sequence (16 rows: the narrow wgmma kernel on Hopper) and up to four */
   gpu_case features = deepseek("latent_features");
   features.max_past_len = 300;
   {
     const gpu_axis q[] = {GPU_AXIS(softcap, 0, 30), GPU_AXIS(window, 0, 1, 64),
-                          GPU_AXIS(query_positions, 0, 1)};
+                          GPU_AXIS(query_positions, 0, 1), GPU_AXIS(max_q_len, 1, 4)};
     const gpu_axis f[] = {GPU_AXIS(softcap, 0, 30), GPU_AXIS(window, 0, 1, 5, 64, 1000),
                           GPU_AXIS(query_positions, 0, 1), GPU_AXIS(non_causal, 0, 1),
-                          GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16)};
+                          GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16),
+                          GPU_AXIS(max_q_len, 1, 4)};
     RUN_QUICK_OR_FULL(*all, features, q, f);
   }
 
