@@ -211,9 +211,9 @@ pa_status latent_plan(pa_plan *plan, int setup_device) {
             "[pagedattn] LATENT (%s): grid %u, %d threads, %d B shared, %d-row tile, row blocks "
             "of %d tokens x %d heads (%d per token), %d tiles of %d keys per split, %d split "
             "slots%s\n",
-            s->variant.family, s->grid.x, s->variant.threads, s->smem_bytes, rows_of(p, &plan->caps),
-            g.tokens_per_block,
-            g.heads_per_block, g.head_blocks, P.tiles_per_split, kLatentTileKeys, P.num_split_slots,
+            s->variant.family, s->grid.x, s->variant.threads, s->smem_bytes,
+            rows_of(p, &plan->caps), g.tokens_per_block, g.heads_per_block, g.head_blocks,
+            P.tiles_per_split, kLatentTileKeys, P.num_split_slots,
             P.num_split_slots > 1 ? " + merge" : "");
   return PA_SUCCESS;
 }

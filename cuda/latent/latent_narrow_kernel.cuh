@@ -2,9 +2,9 @@
 // 576, v_head_size 512, at most 16 (query token, query head) rows per sequence: 16 heads of one
 // token, DeepSeek's 128 heads on 8 devices). These steps are memory-bound, and the 64-row kernel
 // (latent_hopper_kernel.cuh) would compute 48 padding rows. Here the keys are the M dimension of
-// both products, so the rows are wgmma's N (kRows = 16) and no product is padded. (The template
-// compiles at N = 32 too, with a ring of 22 panels; it measured 10 % slower there than the 64-row
-// kernel, doc/performance.md, eighteenth measurement, so the launcher plans it at 16 only.)
+// both products, so the rows are wgmma's N (kRows = 16) and no product is padded. (At N = 32, with
+// a ring of 22 panels, it measured 10 % slower than the 64-row kernel, doc/performance.md,
+// eighteenth measurement: 17-32 rows take that one.)
 //   Sᵀ (64 keys x kRows)  = K Qᵀ: wgmma m64nRk16, K (the tile) and Q from shared memory, 36 k-steps;
 //   Oᵀ (512 x kRows)     += Vᵀ Pᵀ: eight m64nRk16 blocks of 64 value channels per k-step of 16
 //                           keys, Vᵀ the tile's first 512 channels read M-major (the transpose
@@ -41,14 +41,14 @@ constexpr int kLatentNarrowConsumerBarrier = 2;
 // bytes] swizzled; a tile is nine consecutive ones, wrapping around), Pᵀ ([kRows rows][64 keys],
 // one swizzled panel), the unit slot, each warp's row maxima (then sums), each panel slot's
 // loaded-keys word (a tile's first panel holds the tile's), the barriers and the producer's
-// scratch. The ring takes what the rest leaves of the 227 KB: 2.8 tiles at 16 rows, 2.4 at 32.
+// scratch. The ring takes what the rest leaves of the 227 KB: 2.8 tiles.
 template <int kRows>
 struct latent_narrow_geometry {
-  static_assert(kRows == 16 || kRows == 32, "wgmma's N: 16 or 32 rows");
+  static_assert(kRows == kLatentNarrowRows, "wgmma's N: the 16 rows of the narrow tile");
   static constexpr int kQRows = kRows;
   static constexpr int kChunks = kLatentHopperWidth / 8;
   static constexpr int kTilePanels = kLatentHopperWidth / 64;  // 9
-  static constexpr int kPanels = kRows == 16 ? 25 : 22;
+  static constexpr int kPanels = 25;
   static constexpr int kPanelBytes = kLatentHopperKeys * 128;
   static constexpr int kQBytes = kRows * kLatentHopperWidth * 2;
   static constexpr int kPanelOffset = kQBytes;
@@ -148,7 +148,7 @@ __device__ __forceinline__ void latent_produce_tile(const latent_narrow_smem<kRo
 // key_in_tile + 8 (i / 2) of the tile, row 8 j + col + i % 2): a key is kept when it was loaded
 // (bit k of `mapped`) and lies in its row's admitted range [U->row_lo, U->row_hi) (relative to the
 // unit's key_base; key0 is the tile's first key relative to it). The ranges are read from the
-// unit slot: registers held across the unit would spill at 32 rows.
+// unit slot: held in registers across the unit they spilled at N = 32 (not measured at 16).
 template <int kN>
 __device__ __forceinline__ void latent_narrow_mask(float (&score)[kN][4], int32_t key0,
                                                    int key_in_tile, uint64_t mapped,
@@ -243,7 +243,7 @@ __device__ __forceinline__ void latent_narrow_consume(const prefill_params &P,
     // panels freed before the wait for the next tile (so the producer refills them meanwhile),
     // then the scores of the tile at tile_pos.
     // Q's and Pᵀ's addresses pass through an empty asm at each block: their 40 descriptors,
-    // hoisted out of the loop, would hold 80 registers and spill at 32 rows.
+    // hoisted out of the loop, would hold 80 registers (they spilled at N = 32).
     auto block = [&](auto values, auto scores_next, panel_ring pv_pos) {
       uint32_t q_at = q_tile, p_at = p_tile;
       asm volatile("" : "+r"(q_at), "+r"(p_at));
