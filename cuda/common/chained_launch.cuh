@@ -9,13 +9,38 @@
 namespace pa {
 namespace detail {
 
-// Called by a chained kernel before its first global memory access.
-__device__ __forceinline__ void wait_for_previous_kernel() {
+// Waits until the previous kernel of the stream has completed and its writes are visible.
+__device__ __forceinline__ void wait_for_previous_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+// Lets the next kernel of the stream start launching; it still waits for this one to complete.
+__device__ __forceinline__ void let_next_kernel_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 }
+
+// Called by a chained kernel before its first global memory access. A kernel that calls it has
+// passed its wait before the next kernel starts, so everything before it in the stream is
+// complete by then (the schedule kernels rely on that to run beside the write kernel).
+__device__ __forceinline__ void wait_for_previous_kernel() {
+  wait_for_previous_grid();
+  let_next_kernel_launch();
+}
+
+// A schedule kernel's chaining, as a scope over its body. It reads only the step's inputs and
+// writes only its own workspace regions (and, PREFILL's and LATENT's, the output rows of no
+// sequence), none of which the write kernel before it touches, so it runs beside that kernel:
+// the next kernel may launch at once, and the wait comes at the end, so that the schedule's
+// completion still implies the write kernel's. The write kernel lets it launch only after its own
+// wait, so the inputs and the previous step (which used the same workspace) are complete.
+struct schedule_beside_write_kernel {
+  __device__ __forceinline__ schedule_beside_write_kernel() { let_next_kernel_launch(); }
+  __device__ __forceinline__ ~schedule_beside_write_kernel() { wait_for_previous_grid(); }
+};
 
 // Launches kernel(args) on stream; chained: allowed to start before the previous kernel of the
 // stream has finished (the kernel calls wait_for_previous_kernel first; sm_90 and newer).

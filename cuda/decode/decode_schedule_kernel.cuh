@@ -15,9 +15,10 @@ namespace detail {
 constexpr int kScheduleThreads = 1024;
 
 // Lists the non-empty splits of every token (token-major, split order) and each token's first item,
-// from the device-side lengths: one CTA, a block-wide prefix sum over chunks of tokens.
+// from the device-side lengths: one CTA, a block-wide prefix sum over chunks of tokens, beside the
+// write kernel (see schedule_beside_write_kernel).
 __global__ void __launch_bounds__(kScheduleThreads) decode_schedule_kernel(const decode_params P) {
-  wait_for_previous_kernel();
+  schedule_beside_write_kernel scope;
   __shared__ int32_t warp_totals[kScheduleThreads / 32];
   int32_t carry = 0;
   for (int64_t chunk = 0; chunk < P.token_count; chunk += kScheduleThreads) {

@@ -10,10 +10,11 @@ namespace detail {
 
 // Lists each sequence's work units (row blocks x splits) as an exclusive prefix sum over the
 // sequences, from the device-side lengths; zeroes the output rows of tokens past the last
-// sequence (no unit covers them) and marks them unsplit for the merge. One CTA.
+// sequence (no unit covers them) and marks them unsplit for the merge. One CTA, beside the write
+// kernel (see schedule_beside_write_kernel).
 static __global__ void __launch_bounds__(kPrefillScheduleThreads)
     prefill_schedule_kernel(const prefill_params P, int out_row_elems, int t_bytes) {
-  wait_for_previous_kernel();
+  schedule_beside_write_kernel scope;
   __shared__ int32_t warp_totals[kPrefillScheduleThreads / 32];
   int32_t carry = 0;
   for (int32_t chunk = 0; chunk < P.batch_size; chunk += kPrefillScheduleThreads) {
