@@ -532,15 +532,20 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
         const int32_t block_id = kv_block_mapped(P.kv, next_entry);
         if (tile + 1 < tile_end) next_entry = entry(tile + 1);
         uint32_t valid;
-        const int64_t offset = run_source(tile, block_id, &valid);
+        // The run's rows from its first one: inside the cache whether loaded or not (a chunk past
+        // head_size starts from the cache's first row), so no row picks its address by its fill;
+        // a row not filled reads nothing (src-size 0)
+        const int64_t offset = real_chunk ? run_source(tile, block_id, &valid) : 0;
+        if (!real_chunk) valid = 0u;
+        const unsigned char *k_rows = k_base + offset, *v_rows = v_base + offset;
         mbarrier_wait(S.empty(tile_pos.slot), tile_pos.phase ^ 1u);
         unsigned char *k_tile = S.k_tile(tile_pos.slot), *v_tile = S.v_tile(tile_pos.slot);
 #pragma unroll
         for (int i = 0; i < kRunRows; i++) {
           const int dst = swizzle128_chunk_offset(kPrefillTileKeys, run * kRunRows + i, chunk);
-          const bool fill = real_chunk && (valid >> i & 1u);
-          cp_async_16(k_tile + dst, fill ? k_base + offset + i * slot_bytes : k_base, fill);
-          cp_async_16(v_tile + dst, fill ? v_base + offset + i * slot_bytes : v_base, fill);
+          const bool fill = valid >> i & 1u;
+          cp_async_16(k_tile + dst, k_rows + i * slot_bytes, fill);
+          cp_async_16(v_tile + dst, v_rows + i * slot_bytes, fill);
         }
         write_run_bits(tile_pos.slot, valid);
         mbarrier_track_cp_async(S.full(tile_pos.slot));

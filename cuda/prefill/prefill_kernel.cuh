@@ -257,25 +257,33 @@ __device__ __forceinline__ prefill_row_state prefill_row_state_of(const prefill_
   return {m, l, splits == 1 ? finalize_factor(m, l, sink_log2<T>(P.head_sink, head)) : 0.0f};
 }
 
+// A finished row's channel pair (c, c + 1), finalized (one split) and packed as T.
+template <typename T, typename C>
+__device__ __forceinline__ uint32_t prefill_final_pair(const prefill_params &P, int kv_head, int c,
+                                                       const prefill_row_state &row, float o0,
+                                                       float o1) {
+  float s0 = 1.0f, s1 = 1.0f;
+  if (is_quantized<C>::value) {
+    s0 = cache_scale(P.v_scale, P.v_quant, kv_head, P.kv.head_size, c);
+    s1 = cache_scale(P.v_scale, P.v_quant, kv_head, P.kv.head_size, c + 1);
+  }
+  return pack_t2<T>(finalize_channel(o0, row.l, row.factor, s0),
+                    finalize_channel(o1, row.l, row.factor, s1));
+}
+
 // Finalizes a row's channel pair (c, c + 1) (one split) or writes it as a partial state.
 template <typename T, typename C>
 __device__ __forceinline__ void prefill_store_pair(const prefill_params &P, int64_t token, int head,
                                                    int kv_head, int split, int32_t splits, int c,
                                                    const prefill_row_state &row, float o0,
                                                    float o1) {
-  const int head_size = P.kv.head_size, out_size = P.v_head_size;
+  const int out_size = P.v_head_size;
   // With split slots, the merge reads every token's count: a token finalized here says 1 (the
   // workspace holds whatever an earlier step left)
   if (P.split_counts && split == 0 && c == 0) P.split_counts[token] = splits;
   if (splits == 1) {
-    float s0 = 1.0f, s1 = 1.0f;
-    if (is_quantized<C>::value) {
-      s0 = cache_scale(P.v_scale, P.v_quant, kv_head, head_size, c);
-      s1 = cache_scale(P.v_scale, P.v_quant, kv_head, head_size, c + 1);
-    }
     T *out = reinterpret_cast<T *>(P.output) + (token * P.num_heads + head) * out_size;
-    *reinterpret_cast<uint32_t *>(out + c) = pack_t2<T>(
-        finalize_channel(o0, row.l, row.factor, s0), finalize_channel(o1, row.l, row.factor, s1));
+    *reinterpret_cast<uint32_t *>(out + c) = prefill_final_pair<T, C>(P, kv_head, c, row, o0, o1);
   } else {
     const int64_t item = token * P.num_split_slots + split;
     *reinterpret_cast<float2 *>(P.partial_out + (item * P.num_heads + head) * out_size + c) =
@@ -396,6 +404,24 @@ __device__ __forceinline__ void prefill_store_m16(const prefill_params &P,
     const int64_t token = R.first_token + r / P.heads_per_block;
     const int head = R.first_head + r % P.heads_per_block;
     const prefill_row_state row = prefill_row_state_of<T>(P, head, splits, row_max[h], l);
+    if (sizeof(Fragments) == 2 && splits == 1) {
+      // The row is final and its pairs are channels 8 n + col: every pair is packed before any
+      // is stored, so no store waits for the registers of the one before (ncu, nineteenth
+      // measurement: the per-pair path reused them, and made its branches per pair).
+      if (P.split_counts && split == 0 && col == 0) P.split_counts[token] = 1;
+      T *out = reinterpret_cast<T *>(P.output) + (token * P.num_heads + head) * P.v_head_size;
+      uint32_t packed[kOutTiles];
+#pragma unroll
+      for (int n = 0; n < kOutTiles; n++)
+        packed[n] = prefill_final_pair<T, C>(P, kv_head, 8 * n + col, row, out_acc[n][2 * h],
+                                             out_acc[n][2 * h + 1]);
+      const bool every_channel = head_size >= 8 * kOutTiles;
+#pragma unroll
+      for (int n = 0; n < kOutTiles; n++)
+        if (every_channel || 8 * n + col < head_size)
+          *reinterpret_cast<uint32_t *>(out + 8 * n + col) = packed[n];
+      continue;
+    }
     for_each_out_pair<Fragments>(out_acc, h, col, [&](int c, float o0, float o1) {
       if (c < head_size)
         prefill_store_pair<T, C>(P, token, head, kv_head, split, splits, c, row, o0, o1);
