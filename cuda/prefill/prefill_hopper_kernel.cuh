@@ -470,14 +470,17 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
         if (staged_tile < tile_end) {
           const int32_t block_id = kv_block_mapped(P.kv, next_entry);
           if (staged_tile + 1 < tile_end) next_entry = entry(staged_tile + 1);
-          const int64_t offset = run_source(staged_tile, block_id, &valid);
+          // row i from the run's first row, loaded or not (as the 16-bit tiles below)
+          const int64_t offset = real_chunk ? run_source(staged_tile, block_id, &valid) : 0;
+          const uint32_t fills = valid;  // 0 for a chunk past head_size (not looked up)
+          const unsigned char *k_rows = k_base + offset, *v_rows = v_base + offset;
           unsigned char *codes = S.staging(slot) + tid * 8;
 #pragma unroll
           for (int i = 0; i < kRunRows; i++) {
-            const bool fill = real_chunk && (valid >> i & 1u);
+            const bool fill = fills >> i & 1u;
             unsigned char *dst = codes + i * kHopperWarpgroupThreads * 8;
-            cp_async_8(dst, fill ? k_base + offset + i * slot_bytes : k_base, fill);
-            cp_async_8(dst + kVCodes, fill ? v_base + offset + i * slot_bytes : v_base, fill);
+            cp_async_8(dst, k_rows + i * slot_bytes, fill);
+            cp_async_8(dst + kVCodes, v_rows + i * slot_bytes, fill);
           }
         }
         cp_async_commit();  // empty past the unit's tiles: one group per tile position
