@@ -728,8 +728,8 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P,
     if (lane == 0) mbarrier_arrive(S.unit_empty(unit_pos.slot));
     unit_pos.advance();
     if (wg_has_rows)
-      prefill_store_m16<T, C, M>(P, R, row0, out_acc, row_max, row_sum, kv_head, split, splits,
-                                 lane);
+      prefill_store_m16<T, C, M, true>(P, R, row0, out_acc, row_max, row_sum, kv_head, split,
+                                       splits, lane);
   }
 }
 

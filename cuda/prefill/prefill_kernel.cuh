@@ -384,8 +384,9 @@ __device__ __forceinline__ void prefill_p_fragment(const float (&score)[kNTiles]
 // Finalizes (or writes as partials) an m16 tile of rows row0 .. row0 + 15 of the block straight
 // from the accumulators, each thread its rows' pairs of adjacent channels. C: the cache type (its
 // v_scale); Fragments: the type whose V fragments the accumulators follow (prefill_out_channel; T
-// where the V tile was converted to T before the MMA, as in the wgmma kernels).
-template <typename T, typename C, typename Fragments = C, int kOutTiles>
+// where the V tile was converted to T before the MMA, as in the wgmma kernels); kPackRows: a final
+// row (one split, 16-bit fragments) is packed whole before it is stored (the wgmma kernel).
+template <typename T, typename C, typename Fragments = C, bool kPackRows = false, int kOutTiles>
 __device__ __forceinline__ void prefill_store_m16(const prefill_params &P,
                                                   const prefill_row_block &R, int row0,
                                                   const float (&out_acc)[kOutTiles][4],
@@ -404,10 +405,13 @@ __device__ __forceinline__ void prefill_store_m16(const prefill_params &P,
     const int64_t token = R.first_token + r / P.heads_per_block;
     const int head = R.first_head + r % P.heads_per_block;
     const prefill_row_state row = prefill_row_state_of<T>(P, head, splits, row_max[h], l);
-    if (sizeof(Fragments) == 2 && splits == 1) {
+    if (kPackRows && sizeof(Fragments) == 2 && splits == 1) {
       // The row is final and its pairs are channels 8 n + col: every pair is packed before any
       // is stored, so no store waits for the registers of the one before (ncu, nineteenth
-      // measurement: the per-pair path reused them, and made its branches per pair).
+      // measurement: the per-pair path reused them, and made its branches per pair). The wgmma
+      // kernel's choice: in the mma.sync kernel at 128 channels the packed row took registers
+      // its tile loop then spilled (sm_80: 52 bytes of spill stores against 24), not measurable
+      // on the H200, where that kernel serves head sizes up to 64 only.
       if (P.split_counts && split == 0 && col == 0) P.split_counts[token] = 1;
       T *out = reinterpret_cast<T *>(P.output) + (token * P.num_heads + head) * P.v_head_size;
       uint32_t packed[kOutTiles];
