@@ -141,13 +141,15 @@ inline int64_t split_capacity_tiles(const pa__problem *p, int tile_keys) {
   const int64_t tiles = ceil_div((int64_t)p->max_blocks_per_seq * p->block_size, tile_keys);
   return tiles > 1 ? tiles : 1;
 }
+inline int64_t split_slots_within_partials(const pa__problem *p, int64_t max_partial_bytes) {
+  const int64_t slot_bytes = p->token_count * p->num_heads * ((int64_t)p->v_head_size * 4 + 8);
+  const int64_t slots = max_partial_bytes / (slot_bytes > 1 ? slot_bytes : 1);
+  return slots > 1 ? slots : 1;
+}
 inline int64_t split_tiles_within_partials(const pa__problem *p, int64_t tiles,
                                            int64_t capacity_tiles, int64_t max_partial_bytes) {
   auto max64 = [](int64_t a, int64_t b) { return a > b ? a : b; };
-  const int64_t slot_bytes =
-      max64(1, p->token_count * p->num_heads * ((int64_t)p->v_head_size * 4 + 8));
-  const int64_t max_slots = max64(1, max_partial_bytes / slot_bytes);
-  tiles = max64(tiles, ceil_div(capacity_tiles, max_slots));
+  tiles = max64(tiles, ceil_div(capacity_tiles, split_slots_within_partials(p, max_partial_bytes)));
   return tiles < capacity_tiles ? tiles : capacity_tiles;
 }
 
@@ -171,21 +173,32 @@ inline int64_t split_tiles_for(const pa__problem *p, const pa_device_caps *caps,
 // ceil(units x splits / ctas) x (tiles per split + unit_cost_tiles), the fewest splits on a tie
 // (split_tiles_for's rule of "fill the device twice over" splits 128 units on 132 CTAs three ways,
 // which balances nothing and pays the merge). Static shapes only, the same minimum split length
-// and partial-bytes cap as split_tiles_for.
+// and partial-bytes cap as split_tiles_for; unit_cost_tiles >= 1.
+// Two bounds keep the search to about 2 x ctas steps whatever the block table's capacity (a
+// table of 2^30-key blocks made it take billions; fuzz_plan's timeout):
+// - more than ctas x (1 + c) / c splits, c = unit_cost_tiles, cost more than ctas splits (they
+//   cost at least units x (capacity + splits x c) / ctas; ctas splits cost less than
+//   units x (capacity / ctas + 1 + c));
+// - more split slots than the partials allow are never planned (split_slots_within_partials).
 inline int64_t balanced_split_tiles_for(const pa__problem *p, int64_t ctas, int64_t row_blocks,
                                         int tile_keys, int64_t min_tiles,
                                         int64_t max_partial_bytes, int64_t unit_cost_tiles) {
   auto max64 = [](int64_t a, int64_t b) { return a > b ? a : b; };
+  auto min64 = [](int64_t a, int64_t b) { return a < b ? a : b; };
   const int64_t capacity_tiles = split_capacity_tiles(p, tile_keys);
   const int64_t units = max64(1, row_blocks * p->kv_num_heads);
   ctas = max64(1, ctas);
+  const int64_t max_splits = min64(
+      min64(ceil_div(capacity_tiles, min_tiles), split_slots_within_partials(p, max_partial_bytes)),
+      ceil_div(ctas * (1 + unit_cost_tiles), unit_cost_tiles));
+  // costs in double: units x capacity passes 2^63 for such tables (exact below 2^53)
   int64_t best_tiles = capacity_tiles;
-  int64_t best_cost = ceil_div(units, ctas) * (capacity_tiles + unit_cost_tiles);
-  for (int64_t splits = 2; splits <= ceil_div(capacity_tiles, min_tiles); splits++) {
+  double best_cost = (double)ceil_div(units, ctas) * (double)(capacity_tiles + unit_cost_tiles);
+  for (int64_t splits = 2; splits <= max_splits; splits++) {
     const int64_t tiles = ceil_div(capacity_tiles, splits);
     if (tiles < min_tiles) break;
-    const int64_t cost =
-        ceil_div(units * ceil_div(capacity_tiles, tiles), ctas) * (tiles + unit_cost_tiles);
+    const double cost = (double)ceil_div(units * ceil_div(capacity_tiles, tiles), ctas) *
+                        (double)(tiles + unit_cost_tiles);
     if (cost < best_cost) best_cost = cost, best_tiles = tiles;
   }
   return split_tiles_within_partials(p, best_tiles, capacity_tiles, max_partial_bytes);

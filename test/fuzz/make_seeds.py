@@ -91,6 +91,11 @@ def plan_seeds():
              caches(1, 1 << 30, 8, 64) + dims("cumulative_sequence_length", 2) +
              dims("past_seqlens", 1) + dims("block_table", 1, 1))
     seeds["issue19-5-unmapped-reach"] = plan_seed("separate", "host", "AUTO", edits)
+    # 6: LATENT on an H200, blocks of 2^30 keys and a table of 2^23 per sequence: the balanced
+    # split search tried 2^47 split counts (a timeout).
+    edits = (dims("key_cache", 1, 1 << 30) + dims("key_cache_out", 1, 1 << 30) +
+             dims("block_table", 2, 1 << 23))
+    seeds["issue19-6-latent-split-search"] = plan_seed("latent", "h200", "LATENT", edits)
     # the valid bases on every device, and a few plain ones
     for kind in KINDS:
         for device in DEVICES:

@@ -187,6 +187,32 @@ static void issue19_5_reference_skips_unmapped_blocks(void **state) {
   pa_plan_destroy(plan);
 }
 
+/* Reproducer 6 (fuzz_plan, a timeout): LATENT's balanced split search tried every split count up
+ * to the block table's capacity in tiles, 2^47 for a table of 2^23 blocks of 2^30 keys: the plan
+ * took minutes. It is now bounded by the device's CTAs and the partials' cap. 128 heads: the
+ * 64-row tiles on either built device, which use the balanced search. */
+static void issue19_6_latent_split_search_bounded(void **state) {
+  (void)state;
+  case_config cfg = case_config_latent();
+  cfg.num_heads = 128;
+  cfg.token_count = 1;
+  cfg.batch_size = 1;
+  cfg.num_blocks = 1;
+  cfg.block_size = 1 << 30;
+  cfg.blocks_per_seq = 1 << 23;
+  pa_case c;
+  case_build(&c, &cfg);
+  c.device = built_device();
+  c.backend = PA_BACKEND_LATENT;
+  clock_t start = clock();
+  pa_plan *plan = case_plan_ok(&c);
+  double cpu_seconds = (double)(clock() - start) / CLOCKS_PER_SEC;
+  print_message("LATENT plan over 2^53 keys of block table: %.3f s CPU\n", cpu_seconds);
+  assert_true(cpu_seconds < 1.0);
+  assert_int_equal(pa_plan_backend(plan), PA_BACKEND_LATENT);
+  pa_plan_destroy(plan);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(issue19_1_decode_split_size_huge_table),
@@ -195,6 +221,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(issue19_3_cache_size_overflow_rejected),
       cmocka_unit_test(issue19_4_rotary_dim_never_wraps),
       cmocka_unit_test(issue19_5_reference_skips_unmapped_blocks),
+      cmocka_unit_test(issue19_6_latent_split_search_bounded),
   };
   return CASE_RUN_TESTS("reliability", tests, argc, argv);
 }
