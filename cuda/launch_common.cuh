@@ -201,7 +201,7 @@ inline int64_t balanced_split_tiles_for(const pa__problem *p, int64_t ctas, int6
                         (double)(tiles + unit_cost_tiles);
     if (cost < best_cost) best_cost = cost, best_tiles = tiles;
   }
-  return split_tiles_within_partials(p, best_tiles, capacity_tiles, max_partial_bytes);
+  return best_tiles;  // within the partials and the capacity: splits <= max_splits
 }
 
 // CTAs of smem_bytes of dynamic shared memory that fit on a multiprocessor, estimated without the
