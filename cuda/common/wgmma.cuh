@@ -105,6 +105,33 @@ __device__ __forceinline__ void wgmma_fence_operands(uint32_t (&x)[A][B]) {
         "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])                       \
       : "l"(desc_a), "l"(desc_b), "n"(kAccumulate))
 
+#define PA_WGMMA_SS_M64N128K16(TYPE)                                                      \
+  asm volatile(                                                                           \
+      "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"                                      \
+      " wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {"                  \
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "            \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "  \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "  \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"   \
+      ", %64, %65, p, 1, 1, 0, 0;\n}\n"                                                  \
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),                       \
+        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),                       \
+        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),                       \
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),                       \
+        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),                       \
+        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),                       \
+        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),                       \
+        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),                       \
+        "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),                       \
+        "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),                       \
+        "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),                   \
+        "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),                   \
+        "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),                   \
+        "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),                   \
+        "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),                   \
+        "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])                    \
+      : "l"(desc_a), "l"(desc_b), "n"(kAccumulate))
+
 #define PA_WGMMA_SS_M64N32K16(TYPE)                                                      \
   asm volatile(                                                                          \
       "{\n .reg .pred p;\n setp.ne.b32 p, %18, 0;\n"                                     \
@@ -178,14 +205,22 @@ __device__ __forceinline__ void wgmma_fence_operands(uint32_t (&x)[A][B]) {
 // kAccumulate 0: D = A B (the accumulators' old values are ignored).
 template <typename T>
 struct wgmma_m64k16 {
-  // A from shared memory (K-major), B K-major, N = 64.
+  // A from shared memory (K-major), B K-major; N = 64 or 128 by the accumulators' size.
   template <int kAccumulate>
-  __device__ static __forceinline__ void shared_a_n64(float (&d)[8][4], uint64_t desc_a,
-                                                      uint64_t desc_b) {
+  __device__ static __forceinline__ void shared_a(float (&d)[8][4], uint64_t desc_a,
+                                                  uint64_t desc_b) {
     if constexpr (dtype_of<T>::value == PA_DTYPE_FLOAT16)
       PA_WGMMA_SS_M64N64K16("f16");
     else
       PA_WGMMA_SS_M64N64K16("bf16");
+  }
+  template <int kAccumulate>
+  __device__ static __forceinline__ void shared_a(float (&d)[16][4], uint64_t desc_a,
+                                                  uint64_t desc_b) {
+    if constexpr (dtype_of<T>::value == PA_DTYPE_FLOAT16)
+      PA_WGMMA_SS_M64N128K16("f16");
+    else
+      PA_WGMMA_SS_M64N128K16("bf16");
   }
   // A and B from shared memory, B K-major, A K-major (kTransposeA 0) or M-major (1); N = 16 or
   // 32 by the accumulators' size.
@@ -225,6 +260,7 @@ struct wgmma_m64k16 {
 };
 
 #undef PA_WGMMA_SS_M64N64K16
+#undef PA_WGMMA_SS_M64N128K16
 #undef PA_WGMMA_SS_M64N32K16
 #undef PA_WGMMA_SS_M64N16K16
 #undef PA_WGMMA_RS_M64N64K16

@@ -32,6 +32,7 @@ const char *family_name(prefill_family f) { return f == PREFILL_WGMMA ? "wgmma" 
 struct prefill_variant {
   prefill_family family;
   int threads, smem_bytes, rows;  // per CTA; rows: of a row block
+  int tile_span;                  // the schedule's 64-key tiles per kernel tile
   cudaError_t (*set_smem)(int smem_bytes);
   cudaError_t (*occupancy)(int smem_bytes, int *ctas_per_sm);
   cudaError_t (*launch)(const prefill_params &P, dim3 grid, int smem_bytes, cudaStream_t stream,
@@ -48,6 +49,7 @@ prefill_variant mma_sync_variant() {
           kPrefillThreads,
           prefill_smem_bytes(DMAX, (int)sizeof(C)),
           prefill_rows(DMAX),
+          1,
           prefill_set_smem<T, C, DMAX>,
           prefill_occupancy<T, C, DMAX>,
           prefill_launch<T, C, DMAX>};
@@ -58,6 +60,7 @@ prefill_variant wgmma_variant() {
           kHopperThreads,
           hopper_geometry<C, DMAX>::kSmemBytes,
           kHopperRows,
+          hopper_geometry<C, DMAX>::kTileSpan,
           prefill_hopper_set_smem<T, C, DMAX>,
           prefill_hopper_occupancy<T, C, DMAX>,
           prefill_hopper_launch<T, C, DMAX>};
@@ -123,11 +126,14 @@ int64_t ctas_per_sm_of(const pa_device_caps *caps, const prefill_variant &v, con
   return std::max<int64_t>(1, std::min(by_registers, ctas_per_sm_by_smem(caps, v.smem_bytes)));
 }
 
+// Whole kernel tiles per split: a split ending inside a 128-key tile would load its second half
+// for nothing.
 int64_t tiles_per_split_for(const pa__problem *p, const pa_device_caps *caps,
                             const prefill_variant &v, const row_geometry &g) {
-  return split_tiles_for(p, caps, ctas_per_sm_of(caps, v, p),
-                         row_blocks_of(p, g.tokens_per_block, g.head_blocks), kPrefillTileKeys,
-                         kMinTilesPerSplit, kMaxPartialBytes);
+  const int64_t tiles = split_tiles_for(p, caps, ctas_per_sm_of(caps, v, p),
+                                        row_blocks_of(p, g.tokens_per_block, g.head_blocks),
+                                        kPrefillTileKeys, kMinTilesPerSplit, kMaxPartialBytes);
+  return ceil_div(tiles, (int64_t)v.tile_span) * v.tile_span;
 }
 
 pa_status prefill_plan(pa_plan *plan, int setup_device) {

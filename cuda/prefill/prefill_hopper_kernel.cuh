@@ -52,10 +52,9 @@ constexpr int kHopperWarpgroupThreads = 128;
 constexpr int kHopperThreads = 3 * kHopperWarpgroupThreads;  // producer + two consumers
 constexpr int kHopperConsumerWarps = 8;
 constexpr int kHopperRowGroups = kHopperRows / 16;  // 16-row groups: one per consumer warp
-// 384 threads start with 168 registers (65536 / 384, rounded down to 8); the producer gives back
-// to 56, so the consumers can take 224: 128 x (56 + 2 x 224) = 384 x 168.
-constexpr int kHopperProducerRegisters = 56;
-constexpr int kHopperConsumerRegisters = 224;
+// 384 threads start with 168 registers (65536 / 384, rounded down to 8); the producer gives some
+// back and the consumers take them (hopper_geometry: kProducerRegisters, kConsumerRegisters).
+constexpr int kHopperStartRegisters = 168;
 constexpr int kHopperProducerBarrier = 1;  // the producer warpgroup's named barrier
 // + wg: consumer warpgroup wg's turn to issue wgmmas (both consumer warpgroups' threads)
 constexpr int kHopperTurnBarrier = 2;
@@ -82,10 +81,10 @@ struct hopper_scratch {
 };
 
 // Shared memory of the kernel for head sizes up to DMAX, from a 1024-byte aligned base: the Q
-// slots ([128 rows] x DMAX, swizzled), the K/V stage ring (K then V, [64 keys] x DMAX, swizzled),
-// the unit slots, the stages' admitted-key flags, the barriers and the producer's scratch.
-// 8-bit caches (C of one byte) add the producer's code staging after the ring (a tile's K and V
-// codes per slot) and take fewer stages, within the 227 KB a block may have.
+// slots ([128 rows] x DMAX, swizzled), the K/V stage ring (K then V, [kTileKeys keys] x DMAX,
+// swizzled), the unit slots, the stages' admitted-key flags, the barriers and the producer's
+// scratch. 8-bit caches (C of one byte) add the producer's code staging after the ring (a tile's K
+// and V codes per slot) and take fewer stages, within the 227 KB a block may have.
 template <typename C, int DMAX>
 struct hopper_geometry {
   // 64: the layout the 64-channel variant had, which test_wgmma_layout still checks; the kernel
@@ -94,22 +93,47 @@ struct hopper_geometry {
   static constexpr bool kCodes = sizeof(C) == 1;  // the producer converts codes to fp16
   static constexpr int kChunks = DMAX / 8;        // 16-byte chunks of a T row
   static constexpr int kQSlots = DMAX == 256 ? 1 : 2;
-  static constexpr int kStages = DMAX == 256 ? 2 : DMAX == 64 ? 6 : 4;
+  // Keys per tile: 128 for 16-bit caches at 128 channels (S as m64n128k16: the n64 shape left the
+  // tensor cores idle between small GEMMs, and each tile's barriers, row maxima and rescaling
+  // count once per 128 keys), else 64 (two stages of 128 keys at 256 channels would leave no
+  // prefetch; 8-bit caches' staging would not fit). A tile is kTileKeys / 64 of the schedule's
+  // 64-key tiles (kPrefillTileKeys), the last one past the unit's tile_end not loaded.
+  static constexpr int kTileKeys = DMAX == 128 && !kCodes ? 128 : 64;
+  static constexpr int kTileSpan = kTileKeys / kPrefillTileKeys;  // schedule tiles per tile
+  // With 128-key tiles a stage's K and V land and are freed on barriers of their own (a tile's K
+  // is free once its S has run, its V a turn later), and two stages keep about two tiles of loads
+  // in flight, as four 64-key stages did. With 64-key tiles one pair of barriers guards the whole
+  // stage: the 8-bit kernels ran 4-5 % slower with the split (sixth call of session 17).
+  static constexpr bool kSplitStages = kTileKeys == 128;
+  static constexpr int kStages = DMAX == 256 ? 2 : DMAX == 64 ? 6 : kSplitStages ? 2 : 4;
+  // At 128 channels the two consumer warpgroups take turns on the tensor cores (at 256, the
+  // pipelined loop's extra score and P registers would spill)
+  static constexpr bool kTurns = DMAX == 128;
+  // The registers after setmaxnreg: the 16-bit producer keeps a tile's row predicates from its K
+  // copies to its V copies (waits between) and spilled at 56; the 8-bit consumers at 256 channels
+  // spill at 216 (ptxas -v)
+  static constexpr int kProducerRegisters = kCodes ? 56 : 64;
+  static constexpr int kConsumerRegisters = kCodes ? 224 : 216;
+  static_assert(kProducerRegisters + 2 * kConsumerRegisters <= 3 * kHopperStartRegisters,
+                "the registers the CTA started with");
   // 8-bit caches: one tile of codes staged ahead; at 128 channels 4 stages + 1 staging slot ran
   // 2 % faster than 3 + 2 (doc/performance.md, fifteenth measurement)
   static constexpr int kStagingSlots = kCodes ? 1 : 0;
-  // Q as the A operand from registers (wgmma reads only K from shared memory); at 256 channels
-  // the fragments would not fit beside the accumulators, and Q stays in shared memory
-  static constexpr bool kQInRegisters = DMAX <= 128;
+  // Q as the A operand from registers (wgmma reads only K from shared memory); at 256 channels,
+  // and beside 128-key scores and their P, the fragments would not fit beside the accumulators
+  // (112 bytes of spills), and Q stays in shared memory
+  static constexpr bool kQInRegisters = DMAX <= 128 && kTileKeys == 64;
   static constexpr int kQBytes = kHopperRows * DMAX * 2;
-  static constexpr int kTileBytes = kPrefillTileKeys * DMAX * 2;  // K or V
+  static constexpr int kTileBytes = kTileKeys * DMAX * 2;  // K or V
   static constexpr int kStageOffset = kQSlots * kQBytes;
-  static constexpr int kStagingBytes = 2 * kPrefillTileKeys * DMAX;  // K and V codes of a tile
+  static constexpr int kStagingBytes = 2 * kTileKeys * DMAX;  // K and V codes of a tile
   static constexpr int kStagingOffset = kStageOffset + kStages * 2 * kTileBytes;
   static constexpr int kUnitOffset = kStagingOffset + kStagingSlots * kStagingBytes;
   static constexpr int kFlagOffset = (kUnitOffset + kQSlots * (int)sizeof(hopper_unit) + 7) / 8 * 8;
-  static constexpr int kBarrierOffset = kFlagOffset + kStages * 8;
-  static constexpr int kScratchOffset = kBarrierOffset + (2 * kStages + 2 * kQSlots) * 8;
+  static constexpr int kFlagWords = kTileKeys / 64;  // a stage's loaded-keys bits
+  static constexpr int kBarrierOffset = kFlagOffset + kStages * kFlagWords * 8;
+  static constexpr int kStageBarriers = (kSplitStages ? 4 : 2) * kStages;
+  static constexpr int kScratchOffset = kBarrierOffset + (kStageBarriers + 2 * kQSlots) * 8;
   // + 1024: the dynamic base is aligned at run time
   static constexpr int kSmemBytes = kScratchOffset + (int)sizeof(hopper_scratch) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "a block of sm_90 has at most 227 KB of shared memory");
@@ -130,18 +154,28 @@ struct hopper_smem {
   __device__ hopper_unit *unit(int slot) const {
     return reinterpret_cast<hopper_unit *>(base + G::kUnitOffset) + slot;
   }
-  // bit k: key k of the stage's tile was loaded (in the unit's keys and in a mapped block)
+  // bit k % 64 of word k / 64: key k of the stage's tile was loaded (in the unit's keys and in a
+  // mapped block); written with the stage's K
   __device__ uint64_t *loaded_keys(int stage) const {
-    return reinterpret_cast<uint64_t *>(base + G::kFlagOffset) + stage;
+    return reinterpret_cast<uint64_t *>(base + G::kFlagOffset) + stage * G::kFlagWords;
   }
   __device__ uint64_t *barrier(int i) const {
     return reinterpret_cast<uint64_t *>(base + G::kBarrierOffset) + i;
   }
-  __device__ uint64_t *full(int stage) const { return barrier(stage); }
-  __device__ uint64_t *empty(int stage) const { return barrier(G::kStages + stage); }
-  __device__ uint64_t *unit_full(int slot) const { return barrier(2 * G::kStages + slot); }
+  // a stage's K (with its loaded-keys bits) and its V have landed; the consumers have read them.
+  // Without kSplitStages the V barriers are the K ones, which then guard the whole stage: a side
+  // that waits or arrives on both does so only with kSplitStages.
+  __device__ uint64_t *k_full(int stage) const { return barrier(stage); }
+  __device__ uint64_t *k_empty(int stage) const { return barrier(G::kStages + stage); }
+  __device__ uint64_t *v_full(int stage) const {
+    return G::kSplitStages ? barrier(2 * G::kStages + stage) : k_full(stage);
+  }
+  __device__ uint64_t *v_empty(int stage) const {
+    return G::kSplitStages ? barrier(3 * G::kStages + stage) : k_empty(stage);
+  }
+  __device__ uint64_t *unit_full(int slot) const { return barrier(G::kStageBarriers + slot); }
   __device__ uint64_t *unit_empty(int slot) const {
-    return barrier(2 * G::kStages + G::kQSlots + slot);
+    return barrier(G::kStageBarriers + G::kQSlots + slot);
   }
   __device__ hopper_scratch *scratch() const {
     return reinterpret_cast<hopper_scratch *>(base + G::kScratchOffset);
@@ -198,18 +232,20 @@ __device__ __forceinline__ void hopper_load_a_fragment(const unsigned char *tile
   });
 }
 
-// Issues S (64 rows x 64 keys) = Q K^T over DMAX channels, after a wgmma_fence of the caller: Q
-// from q_frag (kQInRegisters) or from the swizzled tile at q_tile (panel_rows rows, the
-// warpgroup's first row row0); K at k_tile. hopper_scores also fences, commits and waits.
-template <typename T, int DMAX, bool kQInRegisters>
-__device__ __forceinline__ void hopper_issue_scores(float (&score)[8][4],
+// Issues S (64 rows x kKeys keys, 64 or 128) = Q K^T over DMAX channels, after a wgmma_fence of
+// the caller: Q from q_frag (kQInRegisters) or from the swizzled tile at q_tile (panel_rows rows,
+// the warpgroup's first row row0); K at k_tile (kKeys rows). hopper_scores also fences, commits
+// and waits.
+template <typename T, int DMAX, bool kQInRegisters, int kKeys>
+__device__ __forceinline__ void hopper_issue_scores(float (&score)[kKeys / 8][4],
                                                     uint32_t (&q_frag)[DMAX / 16][4],
                                                     uint32_t q_tile, int q_panel_rows, int row0,
                                                     uint32_t k_tile) {
+  static_assert(kKeys == 64 || kKeys == 128, "the S shapes built");
   using mma = wgmma_m64k16<T>;
 #pragma unroll
   for (int s = 0; s < DMAX / 16; s++) {
-    const uint64_t k_desc = hopper_k_major_desc(k_tile, kPrefillTileKeys, s);
+    const uint64_t k_desc = hopper_k_major_desc(k_tile, kKeys, s);
     if constexpr (kQInRegisters) {
       if (s == 0)
         mma::template registers_a<0, 0>(score, q_frag[s], k_desc);
@@ -218,18 +254,19 @@ __device__ __forceinline__ void hopper_issue_scores(float (&score)[8][4],
     } else {
       const uint64_t q_desc = hopper_k_major_desc(q_tile + row0 * 128, q_panel_rows, s);
       if (s == 0)
-        mma::template shared_a_n64<0>(score, q_desc, k_desc);
+        mma::template shared_a<0>(score, q_desc, k_desc);
       else
-        mma::template shared_a_n64<1>(score, q_desc, k_desc);
+        mma::template shared_a<1>(score, q_desc, k_desc);
     }
   }
 }
-template <typename T, int DMAX, bool kQInRegisters>
-__device__ __forceinline__ void hopper_scores(float (&score)[8][4],
+template <typename T, int DMAX, bool kQInRegisters, int kKeys>
+__device__ __forceinline__ void hopper_scores(float (&score)[kKeys / 8][4],
                                               uint32_t (&q_frag)[DMAX / 16][4], uint32_t q_tile,
                                               int q_panel_rows, int row0, uint32_t k_tile) {
   wgmma_fence();
-  hopper_issue_scores<T, DMAX, kQInRegisters>(score, q_frag, q_tile, q_panel_rows, row0, k_tile);
+  hopper_issue_scores<T, DMAX, kQInRegisters, kKeys>(score, q_frag, q_tile, q_panel_rows, row0,
+                                                     k_tile);
   wgmma_commit();
   wgmma_wait<0>();
   wgmma_fence_operands(score);
@@ -256,11 +293,12 @@ __device__ __forceinline__ void hopper_issue_values(float (&out_acc)[DMAX / 8][4
           *reinterpret_cast<float(*)[kN / 8][4]>(&out_acc[part * kN / 8]), p_frag[s],
           hopper_n_major_desc(v_tile, v_panel_rows, s, first_panel + part * kN / 64));
 }
-template <typename T, int DMAX>
+template <typename T, int DMAX, int kKeySteps>
 __device__ __forceinline__ void hopper_add_values(float (&out_acc)[DMAX / 8][4],
-                                                  uint32_t (&p_frag)[4][4], uint32_t v_tile) {
+                                                  uint32_t (&p_frag)[kKeySteps][4],
+                                                  uint32_t v_tile) {
   wgmma_fence();
-  hopper_issue_values<T, DMAX>(out_acc, p_frag, v_tile);
+  hopper_issue_values<T, DMAX, kKeySteps>(out_acc, p_frag, v_tile, 16 * kKeySteps);
   wgmma_commit();
   wgmma_wait<0>();
   wgmma_fence_operands(out_acc);
@@ -313,7 +351,7 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
   using G = hopper_geometry<C, DMAX>;
   // thread (run, chunk) loads 16-byte chunk `chunk` of kRunRows consecutive rows of each tile: a
   // run lies in one page (tiles start at multiples of 64 keys, kRunRows divides 16 <= block_size)
-  constexpr int kRunRows = kPrefillTileKeys * G::kChunks / kHopperWarpgroupThreads;
+  constexpr int kRunRows = G::kTileKeys * G::kChunks / kHopperWarpgroupThreads;
   static_assert(kRunRows >= 1 && 16 % kRunRows == 0, "a run of rows lies in one 16-key page");
   static_assert(kRunRows == 8 || kRunRows == 16, "a run's bits are whole bytes of loaded_keys");
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -432,24 +470,28 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
     mbarrier_arrive(S.unit_full(unit_pos.slot));
     unit_pos.advance();
 
-    // The K/V tiles; each run's block-table entry is read a tile ahead.
+    // The K/V tiles (`tile` counts the schedule's 64-key tiles, G::kTileSpan per tile); each
+    // run's block-table entry is read a tile ahead. Keys from tile_end on are another split's.
     const int32_t *table_row = P.block_table + (int64_t)w.b * P.kv.max_blocks_per_seq;
+    const int64_t key_end = min(keys_union.hi, tile_end * kPrefillTileKeys);
     auto entry = [&](int64_t tile) {
       const int64_t key = tile * kPrefillTileKeys + run * kRunRows;
-      return key < keys_union.hi ? kv_block_entry(P.kv, table_row, key) : -1;
+      return key < key_end ? kv_block_entry(P.kv, table_row, key) : -1;
     };
     // This thread's run of `tile` in block block_id: its rows' loaded-key bits (in the unit's
     // keys and mapped) and the byte offset of its chunk in the run's first row (rows are slot_bytes
-    // apart); a thread's chunk is 16 bytes of T, or the 8 codes of those channels.
+    // apart); a thread's chunk is 16 bytes of T, or the 8 codes of those channels. A chunk past
+    // head_size or an unmapped block loads no row, from offset 0 (the cache's first row).
     auto run_source = [&](int64_t tile, int32_t block_id, uint32_t *valid) -> int64_t {
+      *valid = 0u;
+      if (!real_chunk || block_id < 0) return 0;
       const int64_t key0 = tile * kPrefillTileKeys + run * kRunRows;
       const int first_valid =
           (int)max((int64_t)0, min((int64_t)kRunRows, keys_union.lo - key0));
-      const int end_valid = (int)max((int64_t)0, min((int64_t)kRunRows, keys_union.hi - key0));
-      *valid = block_id >= 0 ? ((1u << end_valid) - 1u) & ~((1u << first_valid) - 1u) : 0u;
-      return block_id >= 0 ? kv_row_offset(P.kv, block_id, key0, w.kv_head) * (int64_t)sizeof(C) +
-                                 chunk * 8 * (int)sizeof(C)
-                           : 0;
+      const int end_valid = (int)max((int64_t)0, min((int64_t)kRunRows, key_end - key0));
+      *valid = ((1u << end_valid) - 1u) & ~((1u << first_valid) - 1u);
+      return kv_row_offset(P.kv, block_id, key0, w.kv_head) * (int64_t)sizeof(C) +
+             chunk * 8 * (int)sizeof(C);
     };
     // the run's bits of the stage's loaded-keys word
     auto write_run_bits = [&](int stage, uint32_t valid) {
@@ -465,19 +507,19 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
       constexpr int kVCodes = kRunRows * kHopperWarpgroupThreads * 8;
       static_assert(2 * kVCodes == G::kStagingBytes, "a slot holds a tile's K and V codes");
       int64_t staged_tile = tile_begin;  // the next tile to stage
+      static_assert(G::kTileSpan == 1 && !G::kSplitStages, "8-bit caches take 64-key stages");
       auto stage_codes = [&](int slot) {  // stages tile staged_tile (if any); its run bits
         uint32_t valid = 0u;
         if (staged_tile < tile_end) {
           const int32_t block_id = kv_block_mapped(P.kv, next_entry);
           if (staged_tile + 1 < tile_end) next_entry = entry(staged_tile + 1);
           // row i from the run's first row, loaded or not (as the 16-bit tiles below)
-          const int64_t offset = real_chunk ? run_source(staged_tile, block_id, &valid) : 0;
-          const uint32_t fills = valid;  // 0 for a chunk past head_size (not looked up)
+          const int64_t offset = run_source(staged_tile, block_id, &valid);
           const unsigned char *k_rows = k_base + offset, *v_rows = v_base + offset;
           unsigned char *codes = S.staging(slot) + tid * 8;
 #pragma unroll
           for (int i = 0; i < kRunRows; i++) {
-            const bool fill = fills >> i & 1u;
+            const bool fill = valid >> i & 1u;
             unsigned char *dst = codes + i * kHopperWarpgroupThreads * 8;
             cp_async_8(dst, k_rows + i * slot_bytes, fill);
             cp_async_8(dst + kVCodes, v_rows + i * slot_bytes, fill);
@@ -493,7 +535,7 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
       for (int64_t tile = tile_begin; tile < tile_end; tile++) {
         const int slot = (int)((tile - tile_begin) % G::kStagingSlots);
         cp_async_wait<G::kStagingSlots - 1>();  // this thread's codes of `tile` have landed
-        mbarrier_wait(S.empty(tile_pos.slot), tile_pos.phase ^ 1u);
+        mbarrier_wait(S.k_empty(tile_pos.slot), tile_pos.phase ^ 1u);  // the whole stage
         const unsigned char *codes = S.staging(slot) + tid * 8;
         unsigned char *k_tile = S.k_tile(tile_pos.slot), *v_tile = S.v_tile(tile_pos.slot);
         // kBatch rows' codes loaded before any is converted and stored: ptxas cannot move a
@@ -512,7 +554,7 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
 #pragma unroll
           for (int i = 0; i < kBatch; i++) {
             const int dst =
-                swizzle128_chunk_offset(kPrefillTileKeys, run * kRunRows + i0 + i, chunk);
+                swizzle128_chunk_offset(G::kTileKeys, run * kRunRows + i0 + i, chunk);
             *reinterpret_cast<uint4 *>(k_tile + dst) =
                 codes8_to_t8<mma_input_t<T, C>, C>(k_codes[i]);
             *reinterpret_cast<uint4 *>(v_tile + dst) =
@@ -524,35 +566,38 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
         // fences them before its release (the consumers' own fence after the wait stays, for the
         // cp.async-filled Q and 16-bit tiles)
         fence_async_proxy();
-        mbarrier_arrive(S.full(tile_pos.slot));
+        mbarrier_arrive(S.k_full(tile_pos.slot));  // the whole stage
         tile_pos.advance();
 #pragma unroll
         for (int s = 0; s + 1 < G::kStagingSlots; s++) staged_valid[s] = staged_valid[s + 1];
         staged_valid[G::kStagingSlots - 1] = stage_codes(slot);  // into the slot just read
       }
     } else {
-      for (int64_t tile = tile_begin; tile < tile_end; tile++) {
+      for (int64_t tile = tile_begin; tile < tile_end; tile += G::kTileSpan) {
         const int32_t block_id = kv_block_mapped(P.kv, next_entry);
-        if (tile + 1 < tile_end) next_entry = entry(tile + 1);
+        if (tile + G::kTileSpan < tile_end) next_entry = entry(tile + G::kTileSpan);
         uint32_t valid;
-        // The run's rows from its first one: inside the cache whether loaded or not (a chunk past
-        // head_size starts from the cache's first row), so no row picks its address by its fill;
-        // a row not filled reads nothing (src-size 0)
-        const int64_t offset = real_chunk ? run_source(tile, block_id, &valid) : 0;
-        if (!real_chunk) valid = 0u;
-        const unsigned char *k_rows = k_base + offset, *v_rows = v_base + offset;
-        mbarrier_wait(S.empty(tile_pos.slot), tile_pos.phase ^ 1u);
-        unsigned char *k_tile = S.k_tile(tile_pos.slot), *v_tile = S.v_tile(tile_pos.slot);
+        // The run's rows from its first one: inside the cache whether loaded or not, so no row
+        // picks its address by its fill; a row not filled reads nothing (src-size 0)
+        const int64_t offset = run_source(tile, block_id, &valid);
+        // K, then V: with split stages a stage's K is freed a turn before its V (hopper_consume)
+        auto load_rows = [&](const unsigned char *rows, unsigned char *tile_smem) {
 #pragma unroll
-        for (int i = 0; i < kRunRows; i++) {
-          const int dst = swizzle128_chunk_offset(kPrefillTileKeys, run * kRunRows + i, chunk);
-          const bool fill = valid >> i & 1u;
-          cp_async_16(k_tile + dst, k_rows + i * slot_bytes, fill);
-          cp_async_16(v_tile + dst, v_rows + i * slot_bytes, fill);
-        }
+          for (int i = 0; i < kRunRows; i++)
+            cp_async_16(tile_smem + swizzle128_chunk_offset(G::kTileKeys, run * kRunRows + i, chunk),
+                        rows + i * slot_bytes, valid >> i & 1u);
+        };
+        mbarrier_wait(S.k_empty(tile_pos.slot), tile_pos.phase ^ 1u);
+        load_rows(k_base + offset, S.k_tile(tile_pos.slot));
         write_run_bits(tile_pos.slot, valid);
-        mbarrier_track_cp_async(S.full(tile_pos.slot));
-        mbarrier_arrive(S.full(tile_pos.slot));
+        if constexpr (G::kSplitStages) {
+          mbarrier_track_cp_async(S.k_full(tile_pos.slot));
+          mbarrier_arrive(S.k_full(tile_pos.slot));
+          mbarrier_wait(S.v_empty(tile_pos.slot), tile_pos.phase ^ 1u);
+        }
+        load_rows(v_base + offset, S.v_tile(tile_pos.slot));
+        mbarrier_track_cp_async(S.v_full(tile_pos.slot));
+        mbarrier_arrive(S.v_full(tile_pos.slot));
         tile_pos.advance();
       }
     }
@@ -561,16 +606,21 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
 }
 
 // A consumer warpgroup (wg 0 or 1: rows 64 wg .. 64 wg + 63 of each row block).
-// The landed stage's loaded-keys word, keys 0..31 and 32..63, to every lane of the warp. Lane 0
-// alone reads it: the lane that reads is the one that frees the stage (mbarrier_arrive on its
+// The landed stage's loaded-keys words, 32 keys each, to every lane of the warp. Lane 0 alone
+// reads them: the lane that reads is the one that frees the stage's K (mbarrier_arrive on its
 // "empty" barrier), so the read is ordered before the producer's next write by that thread's own
 // arrive, not through __syncwarp.
 template <typename C, int DMAX>
-__device__ __forceinline__ void hopper_loaded_keys(const hopper_smem<C, DMAX> &S, int stage,
-                                                   int lane, uint32_t *lo, uint32_t *hi) {
-  const uint64_t word = lane == 0 ? *S.loaded_keys(stage) : 0u;
-  *lo = __shfl_sync(0xffffffffu, (uint32_t)word, 0);
-  *hi = __shfl_sync(0xffffffffu, (uint32_t)(word >> 32), 0);
+__device__ __forceinline__ void hopper_loaded_keys(
+    const hopper_smem<C, DMAX> &S, int stage, int lane,
+    uint32_t (&mapped)[hopper_geometry<C, DMAX>::kTileKeys / 32]) {
+  constexpr int kWords = hopper_geometry<C, DMAX>::kFlagWords;
+#pragma unroll
+  for (int i = 0; i < kWords; i++) {
+    const uint64_t word = lane == 0 ? S.loaded_keys(stage)[i] : 0u;
+    mapped[2 * i] = __shfl_sync(0xffffffffu, (uint32_t)word, 0);
+    mapped[2 * i + 1] = __shfl_sync(0xffffffffu, (uint32_t)(word >> 32), 0);
+  }
 }
 
 template <typename T, typename C, int DMAX>
@@ -580,13 +630,13 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P,
   using M = mma_input_t<T, C>;
   constexpr int kSteps = DMAX / 16;
   constexpr int kOutTiles = DMAX / 8;
+  constexpr int kKeys = G::kTileKeys;
+  constexpr int kKeySteps = kKeys / 16;  // k-steps of P V
   const int consumer = threadIdx.x - kHopperWarpgroupThreads;
   const int wg = consumer / kHopperWarpgroupThreads, group = consumer / 32, lane = threadIdx.x % 32;
   const int group_id = lane / 4, col = (lane % 4) * 2;
   const int row0 = group * 16;  // this warp's rows
-  // At 128 channels the two warpgroups take turns on the tensor cores (at 256, the pipelined loop's
-  // extra score and P registers would spill)
-  constexpr bool kPingPong = DMAX == 128;
+  constexpr bool kPingPong = G::kTurns;
   const int my_turn = kHopperTurnBarrier + wg, other_turn = kHopperTurnBarrier + 1 - wg;
   if (kPingPong && wg == 1)
     named_barrier_arrive(kHopperTurnBarrier, 2 * kHopperWarpgroupThreads);  // warpgroup 0 first
@@ -630,43 +680,55 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P,
 #pragma unroll
       for (int i = 0; i < 4; i++) out_acc[n][i] = 0.0f;
     float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
-    // A landed tile's scores (keys from key0, relative to key_base) into P for P V: the score
-    // transform, the masks unless the tile is loaded whole and inside every row's range, the
-    // online-softmax step.
-    auto scores_to_p = [&](int32_t key0, uint32_t mapped_lo, uint32_t mapped_hi,
-                           float (&score)[1][8][4], uint32_t (&p_frag)[4][4]) {
+    // The tiles: tile j holds keys from (tile_begin + j kTileSpan) 64-key tiles on
+    const int64_t tiles = (tile_end - tile_begin + G::kTileSpan - 1) / G::kTileSpan;
+    auto key0_of = [&](int64_t j) {  // tile j's first key, relative to key_base
+      return (int32_t)((tile_begin + j * G::kTileSpan) * kPrefillTileKeys - R.key_base);
+    };
+    // A landed tile's scores (keys from key0) into P for P V: the score transform, the masks
+    // unless the tile is loaded whole and inside every row's range, the online-softmax step.
+    auto scores_to_p = [&](int32_t key0, const uint32_t (&mapped)[kKeys / 32],
+                           float (&score)[1][kKeys / 8][4], uint32_t (&p_frag)[kKeySteps][4]) {
       const float score_scale = softmax_step_scores(score, U->qk_scale, P.softcap);
-      const bool unmasked = (mapped_lo & mapped_hi) == 0xffffffffu && key0 >= common_lo &&
-                            key0 + kPrefillTileKeys <= common_hi;
-      if (!unmasked) prefill_mask_scores(score[0], key0, mapped_lo, mapped_hi, my_lo, my_hi, col);
+      uint32_t all_mapped = 0xffffffffu;
+#pragma unroll
+      for (int i = 0; i < kKeys / 32; i++) all_mapped &= mapped[i];
+      const bool unmasked =
+          all_mapped == 0xffffffffu && key0 >= common_lo && key0 + kKeys <= common_hi;
+      if (!unmasked) prefill_mask_scores(score[0], key0, mapped, my_lo, my_hi, col);
       prefill_softmax_step(score[0], row_max, row_sum, out_acc, score_scale);
 #pragma unroll
-      for (int s = 0; s < 4; s++) prefill_p_fragment<M>(score[0], s, p_frag[s]);
+      for (int s = 0; s < kKeySteps; s++) prefill_p_fragment<M>(score[0], s, p_frag[s]);
     };
 
     if constexpr (kPingPong) {
       // Blocks of GEMMs, one warpgroup's at a time: block j issues P V of tile j - 1 and S of tile
       // j; the softmax of tile j follows, while the other warpgroup's block runs. Every unit has
-      // tiles + 1 blocks in both warpgroups (without rows, a warpgroup only takes its turns).
-      const int64_t tiles = tile_end - tile_begin;
+      // tiles + 1 blocks in both warpgroups (without rows, a warpgroup only takes its turns). A
+      // stage's K is freed after the block of its S, its V after the block of its P V.
       ring_position<G::kStages> pv_pos = tile_pos;  // the stage P V reads
-      float score[1][8][4];
-      uint32_t p_frag[4][4];
-      uint32_t mapped_lo = 0, mapped_hi = 0;
-      auto acquire = [&]() {  // the next tile's stage, landed; its admitted-key flags
-        mbarrier_wait(S.full(tile_pos.slot), tile_pos.phase);
-        __syncwarp();
-        fence_async_proxy();  // the tile landed through cp.async
-        hopper_loaded_keys(S, tile_pos.slot, lane, &mapped_lo, &mapped_hi);
-      };
+      float score[1][kKeys / 8][4];
+      uint32_t p_frag[kKeySteps][4];
+      uint32_t mapped[kKeys / 32] = {};
       auto block = [&](auto values, auto scores) {  // std::bool_constant: no run-time branch
+        if constexpr (decltype(scores)::value) {  // the next tile's K landed; its loaded keys
+          mbarrier_wait(S.k_full(tile_pos.slot), tile_pos.phase);
+          __syncwarp();
+          hopper_loaded_keys(S, tile_pos.slot, lane, mapped);
+        }
+        if constexpr (decltype(values)::value && G::kSplitStages) {  // the previous tile's V landed
+          mbarrier_wait(S.v_full(pv_pos.slot), pv_pos.phase);
+          __syncwarp();
+        }
+        fence_async_proxy();  // the tiles landed through cp.async
         named_barrier_sync(my_turn, 2 * kHopperWarpgroupThreads);
         if (wg_has_rows) {
           wgmma_fence();
           if constexpr (decltype(values)::value)
-            hopper_issue_values<M, DMAX>(out_acc, p_frag, shared_address(S.v_tile(pv_pos.slot)));
+            hopper_issue_values<M, DMAX, kKeySteps>(
+                out_acc, p_frag, shared_address(S.v_tile(pv_pos.slot)), kKeys);
           if constexpr (decltype(scores)::value)
-            hopper_issue_scores<M, DMAX, G::kQInRegisters>(
+            hopper_issue_scores<M, DMAX, G::kQInRegisters, kKeys>(
                 score[0], q_frag, shared_address(q_slot), kHopperRows, wg * 64,
                 shared_address(S.k_tile(tile_pos.slot)));
           wgmma_commit();
@@ -679,48 +741,52 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P,
         } else {
           named_barrier_arrive(other_turn, 2 * kHopperWarpgroupThreads);
         }
-        if constexpr (decltype(values)::value) {  // the previous tile's stage has been read
-          __syncwarp();
-          if (lane == 0) mbarrier_arrive(S.empty(pv_pos.slot));
+        __syncwarp();
+        if constexpr (decltype(scores)::value && G::kSplitStages) {  // this tile's K has been read
+          if (lane == 0) mbarrier_arrive(S.k_empty(tile_pos.slot));
+        }
+        if constexpr (decltype(values)::value) {  // the previous tile's V (stage) has been read
+          if (lane == 0) mbarrier_arrive(S.v_empty(pv_pos.slot));
           pv_pos.advance();
         }
       };
-      auto softmax = [&](int64_t tile) {
-        if (wg_has_rows)
-          scores_to_p((int32_t)(tile * kPrefillTileKeys - R.key_base), mapped_lo, mapped_hi,
-                      score, p_frag);
+      auto softmax = [&](int64_t j) {
+        if (wg_has_rows) scores_to_p(key0_of(j), mapped, score, p_frag);
         tile_pos.advance();
       };
       if (tiles > 0) {
-        acquire();
         block(std::false_type(), std::true_type());
-        softmax(tile_begin);
+        softmax(0);
         for (int64_t j = 1; j < tiles; j++) {
-          acquire();
           block(std::true_type(), std::true_type());
-          softmax(tile_begin + j);
+          softmax(j);
         }
         block(std::true_type(), std::false_type());
       }
     } else {
-      for (int64_t tile = tile_begin; tile < tile_end; tile++) {
-        mbarrier_wait(S.full(tile_pos.slot), tile_pos.phase);
+      for (int64_t j = 0; j < tiles; j++) {
+        mbarrier_wait(S.k_full(tile_pos.slot), tile_pos.phase);
+        if constexpr (G::kSplitStages) mbarrier_wait(S.v_full(tile_pos.slot), tile_pos.phase);
         __syncwarp();
-        const int32_t key0 = (int32_t)(tile * kPrefillTileKeys - R.key_base);
-        if (wg_has_rows && wg_lo < key0 + kPrefillTileKeys && wg_hi > key0) {
+        const int32_t key0 = key0_of(j);
+        if (wg_has_rows && wg_lo < key0 + kKeys && wg_hi > key0) {
           fence_async_proxy();  // the tile landed through cp.async
-          uint32_t mapped_lo, mapped_hi;
-          hopper_loaded_keys(S, tile_pos.slot, lane, &mapped_lo, &mapped_hi);
-          float score[1][8][4];
-          hopper_scores<M, DMAX, G::kQInRegisters>(score[0], q_frag, shared_address(q_slot),
-                                                    kHopperRows, wg * 64,
-                                                    shared_address(S.k_tile(tile_pos.slot)));
-          uint32_t p_frag[4][4];
-          scores_to_p(key0, mapped_lo, mapped_hi, score, p_frag);
-          hopper_add_values<M, DMAX>(out_acc, p_frag, shared_address(S.v_tile(tile_pos.slot)));
+          uint32_t mapped[kKeys / 32];
+          hopper_loaded_keys(S, tile_pos.slot, lane, mapped);
+          float score[1][kKeys / 8][4];
+          hopper_scores<M, DMAX, G::kQInRegisters, kKeys>(
+              score[0], q_frag, shared_address(q_slot), kHopperRows, wg * 64,
+              shared_address(S.k_tile(tile_pos.slot)));
+          uint32_t p_frag[kKeySteps][4];
+          scores_to_p(key0, mapped, score, p_frag);
+          hopper_add_values<M, DMAX, kKeySteps>(out_acc, p_frag,
+                                                shared_address(S.v_tile(tile_pos.slot)));
         }
         __syncwarp();
-        if (lane == 0) mbarrier_arrive(S.empty(tile_pos.slot));
+        if (lane == 0) {
+          mbarrier_arrive(S.k_empty(tile_pos.slot));
+          if constexpr (G::kSplitStages) mbarrier_arrive(S.v_empty(tile_pos.slot));
+        }
         tile_pos.advance();
       }
     }
@@ -745,8 +811,12 @@ __global__ void __launch_bounds__(kHopperThreads, 1) prefill_hopper_kernel(const
                                   ((1024u - (shared_address(smem_raw) & 1023u)) & 1023u)};
   if (threadIdx.x == 0) {
     for (int i = 0; i < G::kStages; i++) {
-      mbarrier_init(S.full(i), kHopperWarpgroupThreads);
-      mbarrier_init(S.empty(i), kHopperConsumerWarps);
+      mbarrier_init(S.k_full(i), kHopperWarpgroupThreads);
+      mbarrier_init(S.k_empty(i), kHopperConsumerWarps);
+      if constexpr (G::kSplitStages) {
+        mbarrier_init(S.v_full(i), kHopperWarpgroupThreads);
+        mbarrier_init(S.v_empty(i), kHopperConsumerWarps);
+      }
     }
     for (int i = 0; i < G::kQSlots; i++) {
       mbarrier_init(S.unit_full(i), kHopperWarpgroupThreads);
@@ -757,10 +827,10 @@ __global__ void __launch_bounds__(kHopperThreads, 1) prefill_hopper_kernel(const
   __syncthreads();
   wait_for_previous_kernel();
   if (threadIdx.x < kHopperWarpgroupThreads) {
-    warpgroup_registers_release<kHopperProducerRegisters>();
+    warpgroup_registers_release<G::kProducerRegisters>();
     hopper_produce<T, C, DMAX>(P, S);
   } else {
-    warpgroup_registers_claim<kHopperConsumerRegisters>();
+    warpgroup_registers_claim<G::kConsumerRegisters>();
     hopper_consume<T, C, DMAX>(P, S);
   }
 #endif

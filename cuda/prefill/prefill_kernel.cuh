@@ -293,22 +293,32 @@ __device__ __forceinline__ void prefill_store_pair(const prefill_params &P, int6
 }
 
 // The per-key masks of one m16 tile's scores (kNTiles 8-key n-tiles from key key0 relative to the
-// unit's key_base): a key is kept when it is mapped (bit k of mapped_lo for k < 32, of mapped_hi
-// for the rest) and inside its row's admitted range (lo[h], hi[h] for rows group_id + 8 h).
+// unit's key_base): a key is kept when it is mapped (bit k % 32 of mapped[k / 32]) and inside its
+// row's admitted range (lo[h], hi[h] for rows group_id + 8 h).
+template <int kNTiles, int kWords>
+__device__ __forceinline__ void prefill_mask_scores(float (&score)[kNTiles][4], int32_t key0,
+                                                    const uint32_t (&mapped)[kWords],
+                                                    const int32_t (&lo)[2],
+                                                    const int32_t (&hi)[2], int col) {
+  static_assert(kNTiles <= 4 * kWords, "a mapped bit for every key");
+#pragma unroll
+  for (int n = 0; n < kNTiles; n++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const int k = n * 8 + col + (i & 1);  // col + 1 < 8: key k is in word n / 4
+      const int32_t key = key0 + k;
+      const uint32_t word = mapped[n / 4] >> (k - 32 * (n / 4));
+      if (!((word & 1u) && key >= lo[i / 2] && key < hi[i / 2])) score[n][i] = -INFINITY;
+    }
+}
+// The same for up to 64 keys: keys 0..31 in mapped_lo, 32..63 in mapped_hi.
 template <int kNTiles>
 __device__ __forceinline__ void prefill_mask_scores(float (&score)[kNTiles][4], int32_t key0,
                                                     uint32_t mapped_lo, uint32_t mapped_hi,
                                                     const int32_t (&lo)[2],
                                                     const int32_t (&hi)[2], int col) {
-#pragma unroll
-  for (int n = 0; n < kNTiles; n++)
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-      const int k = n * 8 + col + (i & 1);
-      const int32_t key = key0 + k;
-      const uint32_t mapped = k < 32 ? mapped_lo >> k : mapped_hi >> (k - 32);
-      if (!((mapped & 1u) && key >= lo[i / 2] && key < hi[i / 2])) score[n][i] = -INFINITY;
-    }
+  const uint32_t mapped[2] = {mapped_lo, mapped_hi};
+  prefill_mask_scores(score, key0, mapped, lo, hi, col);
 }
 
 // Each of the thread's two rows' maximum over an m16 tile's kNTiles n-tiles of scores (the four

@@ -9,7 +9,9 @@
  * 32-key halves (hopper_issue_values over two k-steps) with each half's P stored into its panel
  * (latent_hopper_store_p) and read back as A fragments (latent_hopper_load_p). For
  * 64, 128 and 256 channels in fp16 and bf16 (the PREFILL kernel is built for 128 and 256, LATENT's
- * for 576; the others show the blocks are right there too). The PREFILL tiles sit where the kernel
+ * for 576; the others show the blocks are right there too); and the PREFILL kernel's 128-key tiles
+ * (16-bit caches at 128 channels: S with wgmma m64n128k16 over 128-row K, Q as registers and from
+ * shared memory, P V over 8 k-steps of a 128-row V), which leave out LATENT's blocks (64 keys). The PREFILL tiles sit where the kernel
  * puts them (hopper_smem: the last Q slot, the last stage's K and V, so every descriptor starts at
  * a real offset of the kernel's layout), LATENT's P panels after that layout, and every other byte
  * of shared memory holds NaN, so that an operand read that strays outside its tile (a leading or
@@ -32,7 +34,7 @@ using namespace pa::detail;
 
 namespace {
 
-constexpr int kQRows = 128, kKeys = 64, kThreads = 256;
+constexpr int kQRows = 128, kThreads = 256;
 
 // LATENT's P panels (1024-byte aligned for the swizzle) after the PREFILL kernel's layout, which
 // hopper_geometry gives for any 16-bit type
@@ -46,77 +48,16 @@ constexpr int smem_bytes() {
   return p_panels_offset<D>() + 4 * kLatentPanelBytes + 1024;  // + two P panels per warpgroup
 }
 
-template <typename T, int D>
-__global__ void __launch_bounds__(kThreads) layout_kernel(const T *q, const T *k, const T *v,
-                                                          const float *p, float *s_registers,
-                                                          float *s_shared, float *o,
-                                                          float *s_n32, float *o_panel) {
 #if PA_SM90A
-  extern __shared__ __align__(1024) unsigned char smem_raw[];
-  using G = hopper_geometry<T, D>;
-  const hopper_smem<T, D> S = {smem_raw + ((1024u - (shared_address(smem_raw) & 1023u)) & 1023u)};
-  // 0xffff is NaN in fp16 and bf16 (and as fp32): everything outside the tiles
-  for (int i = threadIdx.x; i < (smem_bytes<D>() - 1024) / 4; i += kThreads)
-    reinterpret_cast<uint32_t *>(S.base)[i] = 0xffffffffu;
-  __syncthreads();
-  unsigned char *q_tile = S.q(G::kQSlots - 1);
-  unsigned char *k_tile = S.k_tile(G::kStages - 1);
-  unsigned char *v_tile = S.v_tile(G::kStages - 1);
-  unsigned char *p_panels = S.base + p_panels_offset<D>();  // [warpgroup][half][P panel]
-  constexpr int kChunks = D / 8;
-  for (int i = threadIdx.x; i < kQRows * kChunks; i += kThreads)
-    *reinterpret_cast<uint4 *>(q_tile + swizzle128_chunk_offset(kQRows, i / kChunks, i % kChunks)) =
-        *reinterpret_cast<const uint4 *>(q + i * 8);
-  for (int i = threadIdx.x; i < kKeys * kChunks; i += kThreads) {
-    const int offset = swizzle128_chunk_offset(kKeys, i / kChunks, i % kChunks);
-    *reinterpret_cast<uint4 *>(k_tile + offset) = *reinterpret_cast<const uint4 *>(k + i * 8);
-    *reinterpret_cast<uint4 *>(v_tile + offset) = *reinterpret_cast<const uint4 *>(v + i * 8);
-  }
-  fence_async_proxy();
-  __syncthreads();
-
+// LATENT's blocks over the 64-key tiles of layout_kernel (its tiles, rows and P).
+template <typename T, int D>
+__device__ void latent_blocks(unsigned char *q_tile, unsigned char *k_tile, unsigned char *v_tile,
+                              unsigned char *p_panels, const float *p, float *s_n32,
+                              float *o_panel) {
+  constexpr int kKeys = 64;
   const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   const int g = lane / 4, col = (lane % 4) * 2;
   auto row_of = [&](int i) { return wg * 64 + warp * 16 + g + 8 * (i / 2); };
-  uint32_t q_frag[D / 16][4];
-#pragma unroll
-  for (int s = 0; s < D / 16; s++) hopper_load_a_fragment(q_tile, kQRows, wg * 64, s, q_frag[s]);
-  float score[8][4];
-  hopper_scores<T, D, true>(score, q_frag, shared_address(q_tile), kQRows, wg * 64,
-                            shared_address(k_tile));
-#pragma unroll
-  for (int j = 0; j < 8; j++)
-#pragma unroll
-    for (int i = 0; i < 4; i++) s_registers[row_of(i) * kKeys + 8 * j + col + (i & 1)] = score[j][i];
-  hopper_scores<T, D, false>(score, q_frag, shared_address(q_tile), kQRows, wg * 64,
-                             shared_address(k_tile));
-#pragma unroll
-  for (int j = 0; j < 8; j++)
-#pragma unroll
-    for (int i = 0; i < 4; i++) s_shared[row_of(i) * kKeys + 8 * j + col + (i & 1)] = score[j][i];
-
-  // P in the accumulator layout of S, then as A fragments
-#pragma unroll
-  for (int j = 0; j < 8; j++)
-#pragma unroll
-    for (int i = 0; i < 4; i++) score[j][i] = p[row_of(i) * kKeys + 8 * j + col + (i & 1)];
-  uint32_t p_frag[4][4];
-#pragma unroll
-  for (int s = 0; s < 4; s++) prefill_p_fragment<T>(score, s, p_frag[s]);
-  auto values_into = [&](float *dst) {  // O = P V (P in p_frag), this warpgroup's rows of dst
-    float out[D / 8][4];
-#pragma unroll
-    for (int n = 0; n < D / 8; n++)
-#pragma unroll
-      for (int i = 0; i < 4; i++) out[n][i] = 0.0f;
-    hopper_add_values<T, D>(out, p_frag, shared_address(v_tile));
-#pragma unroll
-    for (int n = 0; n < D / 8; n++)
-#pragma unroll
-      for (int i = 0; i < 4; i++) dst[row_of(i) * D + 8 * n + col + (i & 1)] = out[n][i];
-  };
-  values_into(o);
-
   // LATENT: S in two 32-key halves (K from row 0 or 32 of its tile); P of each half into its own
   // panel (latent_p_offset's layout), then O = P V as two 32-key halves with P read back from the
   // panels, over 256 value channels of which the first D are compared
@@ -163,8 +104,85 @@ __global__ void __launch_bounds__(kThreads) layout_kernel(const T *q, const T *k
   for (int n = 0; n < D / 8; n++)
 #pragma unroll
     for (int i = 0; i < 4; i++) o_panel[row_of(i) * D + 8 * n + col + (i & 1)] = out[n][i];
+}
+#endif
+
+template <typename T, int D, int kKeys>
+__global__ void __launch_bounds__(kThreads) layout_kernel(const T *q, const T *k, const T *v,
+                                                          const float *p, float *s_registers,
+                                                          float *s_shared, float *o,
+                                                          float *s_n32, float *o_panel) {
+#if PA_SM90A
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  using G = hopper_geometry<T, D>;
+  const hopper_smem<T, D> S = {smem_raw + ((1024u - (shared_address(smem_raw) & 1023u)) & 1023u)};
+  // 0xffff is NaN in fp16 and bf16 (and as fp32): everything outside the tiles
+  for (int i = threadIdx.x; i < (smem_bytes<D>() - 1024) / 4; i += kThreads)
+    reinterpret_cast<uint32_t *>(S.base)[i] = 0xffffffffu;
+  __syncthreads();
+  unsigned char *q_tile = S.q(G::kQSlots - 1);
+  unsigned char *k_tile = S.k_tile(G::kStages - 1);
+  unsigned char *v_tile = S.v_tile(G::kStages - 1);
+  unsigned char *p_panels = S.base + p_panels_offset<D>();  // [warpgroup][half][P panel]
+  constexpr int kChunks = D / 8;
+  for (int i = threadIdx.x; i < kQRows * kChunks; i += kThreads)
+    *reinterpret_cast<uint4 *>(q_tile + swizzle128_chunk_offset(kQRows, i / kChunks, i % kChunks)) =
+        *reinterpret_cast<const uint4 *>(q + i * 8);
+  for (int i = threadIdx.x; i < kKeys * kChunks; i += kThreads) {
+    const int offset = swizzle128_chunk_offset(kKeys, i / kChunks, i % kChunks);
+    *reinterpret_cast<uint4 *>(k_tile + offset) = *reinterpret_cast<const uint4 *>(k + i * 8);
+    *reinterpret_cast<uint4 *>(v_tile + offset) = *reinterpret_cast<const uint4 *>(v + i * 8);
+  }
+  fence_async_proxy();
+  __syncthreads();
+
+  const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  const int g = lane / 4, col = (lane % 4) * 2;
+  auto row_of = [&](int i) { return wg * 64 + warp * 16 + g + 8 * (i / 2); };
+  uint32_t q_frag[D / 16][4];
+#pragma unroll
+  for (int s = 0; s < D / 16; s++) hopper_load_a_fragment(q_tile, kQRows, wg * 64, s, q_frag[s]);
+  constexpr int kNTiles = kKeys / 8, kKeySteps = kKeys / 16;
+  float score[kNTiles][4];
+  hopper_scores<T, D, true, kKeys>(score, q_frag, shared_address(q_tile), kQRows, wg * 64,
+                                   shared_address(k_tile));
+#pragma unroll
+  for (int j = 0; j < kNTiles; j++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) s_registers[row_of(i) * kKeys + 8 * j + col + (i & 1)] = score[j][i];
+  hopper_scores<T, D, false, kKeys>(score, q_frag, shared_address(q_tile), kQRows, wg * 64,
+                                    shared_address(k_tile));
+#pragma unroll
+  for (int j = 0; j < kNTiles; j++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) s_shared[row_of(i) * kKeys + 8 * j + col + (i & 1)] = score[j][i];
+
+  // P in the accumulator layout of S, then as A fragments
+#pragma unroll
+  for (int j = 0; j < kNTiles; j++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) score[j][i] = p[row_of(i) * kKeys + 8 * j + col + (i & 1)];
+  uint32_t p_frag[kKeySteps][4];
+#pragma unroll
+  for (int s = 0; s < kKeySteps; s++) prefill_p_fragment<T>(score, s, p_frag[s]);
+  auto values_into = [&](float *dst) {  // O = P V (P in p_frag), this warpgroup's rows of dst
+    float out[D / 8][4];
+#pragma unroll
+    for (int n = 0; n < D / 8; n++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) out[n][i] = 0.0f;
+    hopper_add_values<T, D, kKeySteps>(out, p_frag, shared_address(v_tile));
+#pragma unroll
+    for (int n = 0; n < D / 8; n++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) dst[row_of(i) * D + 8 * n + col + (i & 1)] = out[n][i];
+  };
+  values_into(o);
+  if constexpr (kKeys == 64)
+    latent_blocks<T, D>(q_tile, k_tile, v_tile, p_panels, p, s_n32, o_panel);
 #endif
 }
+
 
 template <typename T>
 T to_t(float x);
@@ -203,7 +221,7 @@ int compare(const char *what, const std::vector<float> &want, const std::vector<
     }                                                                                         \
   } while (0)
 
-template <typename T, int D>
+template <typename T, int D, int kKeys = 64>
 int check(const char *type_name, unsigned seed) {
   srand(seed);
   // multiples of 1/4 in [-1, 1] (Q, K, V) and of 1/8 in [0, 1] (P): exact products and sums
@@ -240,10 +258,10 @@ int check(const char *type_name, unsigned seed) {
   CHECK(cudaMemcpy(dk, k_t.data(), k_t.size() * sizeof(T), cudaMemcpyHostToDevice));
   CHECK(cudaMemcpy(dv, v_t.data(), v_t.size() * sizeof(T), cudaMemcpyHostToDevice));
   CHECK(cudaMemcpy(dp, p.data(), p.size() * sizeof(float), cudaMemcpyHostToDevice));
-  CHECK(cudaFuncSetAttribute(layout_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             smem_bytes<D>()));
-  layout_kernel<T, D><<<1, kThreads, smem_bytes<D>()>>>(dq, dk, dv, dp, ds_registers, ds_shared,
-                                                        do_, ds_n32, do_panel);
+  CHECK(cudaFuncSetAttribute(layout_kernel<T, D, kKeys>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes<D>()));
+  layout_kernel<T, D, kKeys><<<1, kThreads, smem_bytes<D>()>>>(
+      dq, dk, dv, dp, ds_registers, ds_shared, do_, ds_n32, do_panel);
   CHECK(cudaGetLastError());
   CHECK(cudaDeviceSynchronize());
   std::vector<float> s_registers(s_want.size()), s_shared(s_want.size()), o(o_want.size());
@@ -268,16 +286,20 @@ int check(const char *type_name, unsigned seed) {
 
   char what[96];
   int ok = 1;
-  snprintf(what, sizeof what, "%s d%d: S = Q K^T, Q in registers", type_name, D);
+  snprintf(what, sizeof what, "%s d%d, %d keys: S = Q K^T, Q in registers", type_name, D, kKeys);
   ok &= compare(what, s_want, s_registers, kKeys);
-  snprintf(what, sizeof what, "%s d%d: S = Q K^T, Q in shared memory", type_name, D);
+  snprintf(what, sizeof what, "%s d%d, %d keys: S = Q K^T, Q in shared memory", type_name, D,
+           kKeys);
   ok &= compare(what, s_want, s_shared, kKeys);
-  snprintf(what, sizeof what, "%s d%d: O = P V", type_name, D);
+  snprintf(what, sizeof what, "%s d%d, %d keys: O = P V", type_name, D, kKeys);
   ok &= compare(what, o_want, o, D);
-  snprintf(what, sizeof what, "%s d%d: S = Q K^T, 32 keys at a time (LATENT)", type_name, D);
-  ok &= compare(what, s_want, s_n32, kKeys);
-  snprintf(what, sizeof what, "%s d%d: O = P V, P through a swizzled panel (LATENT)", type_name, D);
-  ok &= compare(what, o_want, o_panel, D);
+  if (kKeys == 64) {
+    snprintf(what, sizeof what, "%s d%d: S = Q K^T, 32 keys at a time (LATENT)", type_name, D);
+    ok &= compare(what, s_want, s_n32, kKeys);
+    snprintf(what, sizeof what, "%s d%d: O = P V, P through a swizzled panel (LATENT)", type_name,
+             D);
+    ok &= compare(what, o_want, o_panel, D);
+  }
   return ok;
 }
 
@@ -302,6 +324,8 @@ int main(void) {
   ok &= check<__nv_bfloat16, 64>("bf16", 4);
   ok &= check<__nv_bfloat16, 128>("bf16", 5);
   ok &= check<__nv_bfloat16, 256>("bf16", 6);
+  ok &= check<__half, 128, 128>("fp16", 7);  // the kernel's tiles for 16-bit caches at d128
+  ok &= check<__nv_bfloat16, 128, 128>("bf16", 8);
   fprintf(stderr, "wgmma_layout: %s\n", ok ? "all layouts agree" : "FAILED");
   return ok ? 0 : 1;
 }
