@@ -110,6 +110,10 @@ pa_status pa__write_plan(pa_plan *plan);
 pa_status pa__write_run(const pa_plan *plan, const pa__io *io, pa__stream stream);
 /* Frees plan->write_state. */
 void pa__write_destroy(pa_plan *plan);
+/* pa_execute_reference's write path alone (the caches; the output is not written): the oracle of
+ * the write-path tests, which the attention would slow down by minutes on their large steps. */
+pa_status pa__execute_reference_write(const pa_plan *plan, const void *const inputs[PA_NUM_INPUTS],
+                                      void *const outputs[PA_NUM_OUTPUTS]);
 
 /* The device contract checker (cuda/check/check.cu; pa_plan_check_status). */
 /* Adds the checker's workspace regions, which must be the plan's first (its status at offset 0,

@@ -22,8 +22,9 @@ static void map_tokens(pa__ref_call *call) {
   }
 }
 
-pa_status pa_execute_reference(const pa_plan *plan, const void *const inputs[PA_NUM_INPUTS],
-                               void *const outputs[PA_NUM_OUTPUTS]) {
+/* The step on the host: the write path, then attention unless write_only. */
+static pa_status execute_reference(const pa_plan *plan, const void *const inputs[PA_NUM_INPUTS],
+                                   void *const outputs[PA_NUM_OUTPUTS], int write_only) {
   pa__clear_error();
   if (!plan) return pa__fail(PA_ERROR_INVALID_ARGUMENT, "plan: must not be NULL");
   pa_status st = pa__check_io(plan, inputs, outputs);
@@ -47,11 +48,21 @@ pa_status pa_execute_reference(const pa_plan *plan, const void *const inputs[PA_
   } else {
     map_tokens(&call);
     pa__ref_write(&call);
-    st = pa__ref_attention(&call);
+    if (!write_only) st = pa__ref_attention(&call);
   }
   free(call.sequence_of_token);
   free(call.position_of_token);
   free(call.q);
   free(call.kv_rows);
   return st;
+}
+
+pa_status pa_execute_reference(const pa_plan *plan, const void *const inputs[PA_NUM_INPUTS],
+                               void *const outputs[PA_NUM_OUTPUTS]) {
+  return execute_reference(plan, inputs, outputs, 0);
+}
+
+pa_status pa__execute_reference_write(const pa_plan *plan, const void *const inputs[PA_NUM_INPUTS],
+                                      void *const outputs[PA_NUM_OUTPUTS]) {
+  return execute_reference(plan, inputs, outputs, 1);
 }
