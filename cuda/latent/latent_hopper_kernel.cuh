@@ -321,13 +321,15 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P, c
       U->valid_rows = rows.valid_rows;
       U->done = 0;
     }
+    // not unrolled: unrolled, the producer spilled at its 56 registers
+#pragma unroll 1
     for (int i = tid; i < G::kQRows * G::kChunks; i += kLatentHopperWarpgroupThreads) {
       const int r = i / G::kChunks, c = i % G::kChunks;
       const bool fill = r < rows.valid_rows;
       const T *src = q;
       if (fill)
-        src = q + (rows.first_token + r / P.heads_per_block) * P.q_row_stride +
-              (int64_t)(rows.first_head + r % P.heads_per_block) * kLatentHopperWidth + c * 8;
+        src = q + (rows.first_token + prefill_row_token(P, r)) * P.q_row_stride +
+              (int64_t)(rows.first_head + prefill_row_head(P, r)) * kLatentHopperWidth + c * 8;
       cp_async_16(S.q() + swizzle128_chunk_offset(G::kQRows, r, c), src, fill);
     }
     mbarrier_track_cp_async(S.unit_full());
@@ -501,8 +503,8 @@ __device__ __forceinline__ void latent_hopper_consume(const prefill_params &P,
     for (int h = 0; h < 2; h++) {
       const int r = row0 + group_id + 8 * h;
       if (r >= valid_rows) continue;
-      const int64_t token = first_token + r / P.heads_per_block;
-      const int head = first_head + r % P.heads_per_block;
+      const int64_t token = first_token + prefill_row_token(P, r);
+      const int head = first_head + prefill_row_head(P, r);
       const prefill_row_state row = prefill_row_state_of<T>(P, head, splits, row_max[h], l[h]);
       for_each_out_pair<T>(out_acc, h, col, [&](int c, float o0, float o1) {
         c += cw * (kLatentHopperValueWidth / 2);

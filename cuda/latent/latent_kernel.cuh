@@ -506,8 +506,8 @@ __device__ __forceinline__ void latent_unit(const prefill_params &P, unsigned ch
       const int r = mt * 16 + group_id + 8 * h;
       if (r >= R.valid_rows) continue;
       const float l = latent_row_stats_sum<kKeyWarps>(row_stats + r * kKeyWarps);
-      const int64_t token = R.first_token + r / P.heads_per_block;
-      const int head = R.first_head + r % P.heads_per_block;
+      const int64_t token = R.first_token + prefill_row_token(P, r);
+      const int head = R.first_head + prefill_row_head(P, r);
       const prefill_row_state row = prefill_row_state_of<T>(P, head, U.splits, row_max[mt][h], l);
       for_each_out_pair<C>(out_acc[mt], h, col, [&](int c, float o0, float o1) {
         c += warp * kLatentValueChannelsPerWarp;

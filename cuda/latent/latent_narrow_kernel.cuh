@@ -405,8 +405,8 @@ __device__ __forceinline__ void latent_narrow_consume(const prefill_params &P,
     for (int j = 0; j < kN; j++) {
       const int r = 8 * j + col + (odd ? 1 : 0);
       const bool store = r < valid_rows;
-      const int64_t token = first_token + r / P.heads_per_block;
-      const int head = first_head + r % P.heads_per_block;
+      const int64_t token = first_token + prefill_row_token(P, r);
+      const int head = first_head + prefill_row_head(P, r);
       prefill_row_state row = {};
       if (store)
         row = prefill_row_state_of<T>(P, head, splits, odd ? row_max[j][1] : row_max[j][0],

@@ -422,13 +422,15 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
 
     // The Q rows (zero for other rows and channels past head_size: finite scores, discarded).
     unsigned char *q_slot = S.q(unit_pos.slot);
+    // not unrolled: unrolled, the producer spilled at its 56 / 64 registers
+#pragma unroll 1
     for (int i = tid; i < kHopperRows * G::kChunks; i += kHopperWarpgroupThreads) {
       const int r = i / G::kChunks, c = i % G::kChunks;
       const bool fill = r < rows.valid_rows && c * 8 < head_size;
       const T *src = q;
       if (fill)
-        src = q + (rows.first_token + r / P.heads_per_block) * P.q_row_stride +
-              (int64_t)(rows.first_head + r % P.heads_per_block) * head_size + c * 8;
+        src = q + (rows.first_token + prefill_row_token(P, r)) * P.q_row_stride +
+              (int64_t)(rows.first_head + prefill_row_head(P, r)) * head_size + c * 8;
       cp_async_16(q_slot + swizzle128_chunk_offset(kHopperRows, r, c), src, fill);
     }
     if constexpr (G::kCodes) {

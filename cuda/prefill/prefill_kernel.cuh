@@ -70,6 +70,7 @@ struct prefill_params {
   int32_t batch_size, num_heads, kv_num_heads, group_size;
   int32_t v_head_size;       // channels of an output row: head_size except in LATENT
   int32_t heads_per_block;   // min(group_size, kRows)
+  uint32_t heads_per_block_reciprocal;  // 2^16 / heads_per_block + 1 (prefill_row_token)
   int32_t tokens_per_block;  // kRows / heads_per_block
   int32_t head_blocks;       // ceil(group_size / heads_per_block)
   float scale, softcap;      // softcap 0 = off
@@ -77,6 +78,18 @@ struct prefill_params {
   int32_t is_causal;
   int32_t tiles_per_split, num_split_slots;
 };
+
+// Row r of a row block is the block's packed token r / heads_per_block and head r % heads_per_block
+// (above). A division by the run-time group size is about 25 instructions; the Hopper producers'
+// Q loads did one per 16-byte chunk, most of a unit's setup (ncu, twentieth measurement). The
+// quotient is (r * m) >> 16 with m = heads_per_block_reciprocal, fixed at plan time: exact while
+// r * heads_per_block < 2^16 (rows are below 128, heads_per_block at most 128).
+__device__ __forceinline__ int32_t prefill_row_token(const prefill_params &P, int32_t r) {
+  return (int32_t)(((uint32_t)r * P.heads_per_block_reciprocal) >> 16);
+}
+__device__ __forceinline__ int32_t prefill_row_head(const prefill_params &P, int32_t r) {
+  return r - prefill_row_token(P, r) * P.heads_per_block;
+}
 
 // m16 tiles per warp: 2 (128 rows per CTA, each K/V fragment feeds two MMAs) up to 128 channels;
 // 1 at 256 channels, where the accumulators of two would not fit the registers.
@@ -412,8 +425,8 @@ __device__ __forceinline__ void prefill_store_m16(const prefill_params &P,
     l += __shfl_xor_sync(0xffffffffu, l, 2);
     const int r = row0 + group_id + 8 * h;
     if (r >= R.valid_rows) continue;
-    const int64_t token = R.first_token + r / P.heads_per_block;
-    const int head = R.first_head + r % P.heads_per_block;
+    const int64_t token = R.first_token + prefill_row_token(P, r);
+    const int head = R.first_head + prefill_row_head(P, r);
     const prefill_row_state row = prefill_row_state_of<T>(P, head, splits, row_max[h], l);
     if (kPackRows && sizeof(Fragments) == 2 && splits == 1) {
       // The row is final and its pairs are channels 8 n + col: every pair is packed before any
@@ -733,8 +746,8 @@ __device__ __forceinline__ void prefill_keys_split(const prefill_params &P,
         o1 += o.y * weight;
       }
     }
-    const int64_t token = R.first_token + r / P.heads_per_block;
-    const int head = R.first_head + r % P.heads_per_block;
+    const int64_t token = R.first_token + prefill_row_token(P, r);
+    const int head = R.first_head + prefill_row_head(P, r);
     prefill_store_pair<T, C>(P, token, head, kv_head, split, splits, c,
                              prefill_row_state_of<T>(P, head, splits, m, l), o0, o1);
   }
@@ -769,7 +782,7 @@ __device__ __forceinline__ prefill_unit_rows prefill_unit_rows_of(const prefill_
 __device__ __forceinline__ key_span prefill_row_keys(const prefill_params &P,
                                                      const prefill_unit_rows &u, int r) {
   return admitted_keys(
-      token_position(P.query_positions, u.span, u.first_token + r / P.heads_per_block),
+      token_position(P.query_positions, u.span, u.first_token + prefill_row_token(P, r)),
       u.span.kv_len, P.is_causal, P.window);
 }
 
@@ -876,8 +889,8 @@ __device__ __forceinline__ prefill_unit_setup prefill_unit_prologue(
     const int r = i / vecs_per_row, c = (i % vecs_per_row) * 8;
     uint4 v = make_uint4(0, 0, 0, 0);
     if (r < valid_rows && c < head_size) {
-      const int64_t token = first_token + r / P.heads_per_block;
-      const int head = first_head + r % P.heads_per_block;
+      const int64_t token = first_token + prefill_row_token(P, r);
+      const int head = first_head + prefill_row_head(P, r);
       v = *reinterpret_cast<const uint4 *>(reinterpret_cast<const T *>(P.q) +
                                            token * P.q_row_stride + (int64_t)head * head_size + c);
       if (fold_k_scale) v = scale_t8<T>(v, P.k_scale + (int64_t)kv_head * head_size + c);
