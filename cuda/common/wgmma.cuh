@@ -88,118 +88,87 @@ __device__ __forceinline__ void wgmma_fence_operands(uint32_t (&x)[A][B]) {
     for (int j = 0; j < B; j++) wgmma_fence_operand(x[i][j]);
 }
 
-#define PA_WGMMA_SS_M64N64K16(TYPE)                                                      \
-  asm volatile(                                                                          \
-      "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"                                     \
-      " wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " {"                  \
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "           \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"  \
-      ", %32, %33, p, 1, 1, 0, 0;\n}\n"                                                  \
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),                      \
-        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),                      \
-        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),                      \
-        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),                      \
-        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),                      \
-        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),                      \
-        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),                      \
-        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])                       \
-      : "l"(desc_a), "l"(desc_b), "n"(kAccumulate))
+// An m64nNk16 wgmma's accumulators d[N / 8][4] (N / 2 fp32 registers per thread): their operand
+// numbers, which open the instruction's register list, and their constraints.
+#define PA_WGMMA_D16_TEXT "%0, %1, %2, %3, %4, %5, %6, %7"
+#define PA_WGMMA_D32_TEXT PA_WGMMA_D16_TEXT ", %8, %9, %10, %11, %12, %13, %14, %15"
+#define PA_WGMMA_D64_TEXT \
+  PA_WGMMA_D32_TEXT ", %16, %17, %18, %19, %20, %21, %22, %23" \
+                    ", %24, %25, %26, %27, %28, %29, %30, %31"
+#define PA_WGMMA_D128_TEXT \
+  PA_WGMMA_D64_TEXT ", %32, %33, %34, %35, %36, %37, %38, %39" \
+                    ", %40, %41, %42, %43, %44, %45, %46, %47" \
+                    ", %48, %49, %50, %51, %52, %53, %54, %55" \
+                    ", %56, %57, %58, %59, %60, %61, %62, %63"
+#define PA_WGMMA_D16_OUT \
+  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), \
+      "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3])
+#define PA_WGMMA_D32_OUT \
+  PA_WGMMA_D16_OUT, "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), \
+      "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+#define PA_WGMMA_D64_OUT \
+  PA_WGMMA_D32_OUT, \
+      "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), \
+      "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
+      "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), \
+      "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+#define PA_WGMMA_D128_OUT \
+  PA_WGMMA_D64_OUT, \
+      "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), \
+      "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), \
+      "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), \
+      "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), \
+      "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), \
+      "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), \
+      "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), \
+      "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
 
-#define PA_WGMMA_SS_M64N128K16(TYPE)                                                      \
-  asm volatile(                                                                           \
-      "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"                                      \
-      " wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {"                  \
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "            \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "  \
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "  \
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"   \
-      ", %64, %65, p, 1, 1, 0, 0;\n}\n"                                                  \
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),                       \
-        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),                       \
-        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),                       \
-        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),                       \
-        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),                       \
-        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),                       \
-        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),                       \
-        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),                       \
-        "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),                       \
-        "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),                       \
-        "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),                   \
-        "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),                   \
-        "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),                   \
-        "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),                   \
-        "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),                   \
-        "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])                    \
-      : "l"(desc_a), "l"(desc_b), "n"(kAccumulate))
+// A and B from shared memory (descriptors); kAccumulate 1: D = A B + D, 0: D = A B; kTransposeA
+// (N = 16 and 32) A's major-ness.
+#define PA_WGMMA_SS_M64N64K16(TYPE) \
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n" \
+               " wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " {" \
+               PA_WGMMA_D64_TEXT "}, %32, %33, p, 1, 1, 0, 0;\n}\n" \
+               : PA_WGMMA_D64_OUT \
+               : "l"(desc_a), "l"(desc_b), "n"(kAccumulate))
 
-#define PA_WGMMA_SS_M64N32K16(TYPE)                                                      \
-  asm volatile(                                                                          \
-      "{\n .reg .pred p;\n setp.ne.b32 p, %18, 0;\n"                                     \
-      " wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE " {"                  \
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"            \
-      ", %16, %17, p, 1, 1, %19, 0;\n}\n"                                                \
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),                      \
-        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),                      \
-        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),                      \
-        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])                       \
-      : "l"(desc_a), "l"(desc_b), "n"(kAccumulate), "n"(kTransposeA))
+#define PA_WGMMA_SS_M64N128K16(TYPE) \
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n" \
+               " wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {" \
+               PA_WGMMA_D128_TEXT "}, %64, %65, p, 1, 1, 0, 0;\n}\n" \
+               : PA_WGMMA_D128_OUT \
+               : "l"(desc_a), "l"(desc_b), "n"(kAccumulate))
 
-#define PA_WGMMA_SS_M64N16K16(TYPE)                                                      \
-  asm volatile(                                                                          \
-      "{\n .reg .pred p;\n setp.ne.b32 p, %10, 0;\n"                                     \
-      " wgmma.mma_async.sync.aligned.m64n16k16.f32." TYPE "." TYPE " {"                  \
-      "%0, %1, %2, %3, %4, %5, %6, %7}"                                                  \
-      ", %8, %9, p, 1, 1, %11, 0;\n}\n"                                                  \
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),                      \
-        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3])                       \
-      : "l"(desc_a), "l"(desc_b), "n"(kAccumulate), "n"(kTransposeA))
+#define PA_WGMMA_SS_M64N32K16(TYPE) \
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %18, 0;\n" \
+               " wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE " {" \
+               PA_WGMMA_D32_TEXT "}, %16, %17, p, 1, 1, %19, 0;\n}\n" \
+               : PA_WGMMA_D32_OUT \
+               : "l"(desc_a), "l"(desc_b), "n"(kAccumulate), "n"(kTransposeA))
 
-#define PA_WGMMA_RS_M64N64K16(TYPE)                                                      \
-  asm volatile(                                                                          \
-      "{\n .reg .pred p;\n setp.ne.b32 p, %37, 0;\n"                                     \
-      " wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " {"                  \
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "           \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"  \
-      ", {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"                                  \
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),                      \
-        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),                      \
-        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),                      \
-        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),                      \
-        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),                      \
-        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),                      \
-        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),                      \
-        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])                       \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(kAccumulate),       \
-        "n"(kTransposeB))
+#define PA_WGMMA_SS_M64N16K16(TYPE) \
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %10, 0;\n" \
+               " wgmma.mma_async.sync.aligned.m64n16k16.f32." TYPE "." TYPE " {" \
+               PA_WGMMA_D16_TEXT "}, %8, %9, p, 1, 1, %11, 0;\n}\n" \
+               : PA_WGMMA_D16_OUT \
+               : "l"(desc_a), "l"(desc_b), "n"(kAccumulate), "n"(kTransposeA))
 
-#define PA_WGMMA_RS_M64N128K16(TYPE)                                                      \
-  asm volatile(                                                                           \
-      "{\n .reg .pred p;\n setp.ne.b32 p, %69, 0;\n"                                      \
-      " wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {"                  \
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "            \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "  \
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "  \
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"   \
-      ", {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"                                   \
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),                       \
-        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),                       \
-        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),                       \
-        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),                       \
-        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),                       \
-        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),                       \
-        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),                       \
-        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),                       \
-        "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),                       \
-        "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),                       \
-        "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),                   \
-        "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),                   \
-        "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),                   \
-        "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),                   \
-        "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),                   \
-        "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])                    \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(kAccumulate),        \
-        "n"(kTransposeB))
+// A from registers (four 32-bit fragments), B from shared memory, kTransposeB its major-ness.
+#define PA_WGMMA_RS_M64N64K16(TYPE) \
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %37, 0;\n" \
+               " wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " {" \
+               PA_WGMMA_D64_TEXT "}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n" \
+               : PA_WGMMA_D64_OUT \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(kAccumulate), \
+                 "n"(kTransposeB))
 
+#define PA_WGMMA_RS_M64N128K16(TYPE) \
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %69, 0;\n" \
+               " wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {" \
+               PA_WGMMA_D128_TEXT "}, {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n" \
+               : PA_WGMMA_D128_OUT \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(kAccumulate), \
+                 "n"(kTransposeB))
 
 // One wgmma.m64nNk16 with fp32 accumulators for 16-bit inputs T (__half or __nv_bfloat16).
 // kAccumulate 0: D = A B (the accumulators' old values are ignored).
@@ -265,6 +234,14 @@ struct wgmma_m64k16 {
 #undef PA_WGMMA_SS_M64N16K16
 #undef PA_WGMMA_RS_M64N64K16
 #undef PA_WGMMA_RS_M64N128K16
+#undef PA_WGMMA_D16_TEXT
+#undef PA_WGMMA_D32_TEXT
+#undef PA_WGMMA_D64_TEXT
+#undef PA_WGMMA_D128_TEXT
+#undef PA_WGMMA_D16_OUT
+#undef PA_WGMMA_D32_OUT
+#undef PA_WGMMA_D64_OUT
+#undef PA_WGMMA_D128_OUT
 
 // Register reallocation between warpgroups: every warp of a warpgroup runs the same one, with the
 // kernel's register count fixed at entry (__launch_bounds__(threads, 1)).
