@@ -75,7 +75,7 @@ inline void plan_row_block_launch(pa_plan *plan, const row_block_plan &R, row_bl
   P.group_size = R.group_size;
   P.v_head_size = p->v_head_size;
   P.heads_per_block = R.g.heads_per_block;
-  P.heads_per_block_reciprocal = (uint32_t)(65536 / R.g.heads_per_block + 1);
+  P.heads_per_block_reciprocal = prefill_row_reciprocal(R.g.heads_per_block);
   P.tokens_per_block = R.g.tokens_per_block;
   P.head_blocks = R.g.head_blocks;
   P.scale = p->scale;

@@ -70,7 +70,7 @@ struct prefill_params {
   int32_t batch_size, num_heads, kv_num_heads, group_size;
   int32_t v_head_size;       // channels of an output row: head_size except in LATENT
   int32_t heads_per_block;   // min(group_size, kRows)
-  uint32_t heads_per_block_reciprocal;  // 2^16 / heads_per_block + 1 (prefill_row_token)
+  uint32_t heads_per_block_reciprocal;  // prefill_row_reciprocal(heads_per_block)
   int32_t tokens_per_block;  // kRows / heads_per_block
   int32_t head_blocks;       // ceil(group_size / heads_per_block)
   float scale, softcap;      // softcap 0 = off
@@ -82,8 +82,11 @@ struct prefill_params {
 // Row r of a row block is the block's packed token r / heads_per_block and head r % heads_per_block
 // (above). A division by the run-time group size is about 25 instructions; the Hopper producers'
 // Q loads did one per 16-byte chunk, most of a unit's setup (ncu, twentieth measurement). The
-// quotient is (r * m) >> 16 with m = heads_per_block_reciprocal, fixed at plan time: exact while
+// quotient is (r * m) >> 16 with m = 2^16 / heads_per_block + 1, fixed at plan time: exact while
 // r * heads_per_block < 2^16 (rows are below 128, heads_per_block at most 128).
+__host__ __device__ constexpr uint32_t prefill_row_reciprocal(int32_t heads_per_block) {
+  return (uint32_t)((1 << 16) / heads_per_block + 1);
+}
 __device__ __forceinline__ int32_t prefill_row_token(const prefill_params &P, int32_t r) {
   return (int32_t)(((uint32_t)r * P.heads_per_block_reciprocal) >> 16);
 }

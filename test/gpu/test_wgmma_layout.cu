@@ -11,12 +11,13 @@
  * 64, 128 and 256 channels in fp16 and bf16 (the PREFILL kernel is built for 128 and 256, LATENT's
  * for 576; the others show the blocks are right there too); and the PREFILL kernel's 128-key tiles
  * (16-bit caches at 128 channels: S with wgmma m64n128k16 over 128-row K, Q as registers and from
- * shared memory, P V over 8 k-steps of a 128-row V), which leave out LATENT's blocks (64 keys). The PREFILL tiles sit where the kernel
- * puts them (hopper_smem: the last Q slot, the last stage's K and V, so every descriptor starts at
- * a real offset of the kernel's layout), LATENT's P panels after that layout, and every other byte
- * of shared memory holds NaN, so that an operand read that strays outside its tile (a leading or
- * stride byte offset the hardware uses where the layout assumed it unused, as it may when a row is
- * one 128-byte swizzle atom wide) turns results into NaN. The values are small multiples of powers
+ * shared memory, P V over 8 k-steps of a 128-row V), which leave out LATENT's blocks (64 keys).
+ * The PREFILL tiles sit where the kernel puts them (hopper_smem: the last Q slot, the last stage's
+ * K and V, so every descriptor starts at a real offset of the kernel's layout), LATENT's P panels
+ * after that layout, and every other byte of shared memory holds NaN, so that an operand read that
+ * strays outside its tile (a leading or stride byte offset the hardware uses where the layout
+ * assumed it unused, as it may when a row is one 128-byte swizzle atom wide) turns results into
+ * NaN. The values are small multiples of powers
  * of two, so every product and sum is exact: results must match bit for bit. The first mismatch
  * (row, column, expected, actual) is printed.
  * Runs on compute capability 9.0 only (the sm_90a cubin); exits 77 (skipped) elsewhere. */
@@ -182,7 +183,6 @@ __global__ void __launch_bounds__(kThreads) layout_kernel(const T *q, const T *k
     latent_blocks<T, D>(q_tile, k_tile, v_tile, p_panels, p, s_n32, o_panel);
 #endif
 }
-
 
 template <typename T>
 T to_t(float x);
