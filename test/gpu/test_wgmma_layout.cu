@@ -30,6 +30,7 @@
 
 #include "../../cuda/latent/latent_hopper_kernel.cuh"
 #include "../../cuda/prefill/prefill_hopper_kernel.cuh"
+#include "sm90a_device.h"
 
 using namespace pa::detail;
 
@@ -306,17 +307,7 @@ int check(const char *type_name, unsigned seed) {
 }  // namespace
 
 int main(void) {
-  int device = 0;
-  cudaDeviceProp prop;
-  if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
-    fprintf(stderr, "no CUDA device: skipped\n");
-    return 77;
-  }
-  if (prop.major != 9 || prop.minor != 0) {
-    fprintf(stderr, "compute capability %d.%d: the sm_90a kernels do not run here: skipped\n",
-            prop.major, prop.minor);
-    return 77;
-  }
+  if (!sm90a_device_or_skip()) return 77;
   int ok = 1;
   ok &= check<__half, 64>("fp16", 1);
   ok &= check<__half, 128>("fp16", 2);
