@@ -113,13 +113,22 @@ class NonFiniteQuery(unittest.TestCase):
     """doc/semantics.md: a NaN or Inf in the query makes that (token, head) output NaN, on every
     backend as on the reference. An int8 cache too: its kernels take Q in fp16, scaled by a power
     of two per row or per block of rows, which a NaN or Inf must not change for the other rows;
-    head size 128 puts PREFILL on its wgmma kernel on Hopper."""
+    head size 128 puts PREFILL on its wgmma kernel on Hopper. LATENT at 576 / 512 channels: 16
+    heads of two tokens per sequence take its 64-row wgmma kernel on Hopper, 8 heads its narrow
+    one, the int8 cache its mma.sync kernel."""
 
     CONFIGS = {"fp16": NAMED["separate_fp16"],
                "int8 d128": dataclasses.replace(NAMED["int8_per_channel"], head_size=128)}
+    LATENT = Config(num_heads=16, kv_num_heads=1, head_size=576, v_head_size=512, mode="LATENT",
+                    scale=0.05)
+    LATENT_CONFIGS = {"latent 16 heads": LATENT,
+                      "latent 8 heads bf16": dataclasses.replace(LATENT, num_heads=8,
+                                                                 dtype="bfloat16"),
+                      "latent int8": NAMED["latent_576_int8"]}
 
     def outputs(self, backend, cfg, past_lens):
-        """(clean output, poisoned output, poisoned rows, head size) of `backend`, float32."""
+        """(clean output, poisoned output, poisoned rows, output head size) of `backend`,
+        float32."""
         cfg = dataclasses.replace(cfg, q_lens=(3, 1, 1, 2), past_lens=past_lens)
         inputs, attrs = cases.make_case(cfg, np.random.default_rng(SEED))
         poisoned_inputs, rows = poison_query(inputs, cfg)
@@ -134,12 +143,13 @@ class NonFiniteQuery(unittest.TestCase):
                     raise
                 self.skipTest("%s does not serve this case: %s" % (backend, e.message))
             outputs.append(out.float().cpu().numpy())
-        return outputs[0], outputs[1], rows, cfg.head_size
+        width = cfg.v_head_size if cfg.mode == "LATENT" else cfg.head_size
+        return outputs[0], outputs[1], rows, width
 
-    def check(self, backend):
-        # short contexts (one split), then long ones (several splits and a merge: DECODE and
-        # PREFILL keep a NaN partial there, partial_has_keys)
-        for name, cfg in self.CONFIGS.items():
+    def check(self, backend, configs=CONFIGS):
+        # short contexts (one split), then long ones (several splits and a merge: DECODE,
+        # PREFILL and LATENT keep a NaN partial there, partial_has_keys)
+        for name, cfg in configs.items():
             for past_lens in ((5, 7, 0, 20), (3000, 2500, 4000, 100)):
                 with self.subTest(backend=backend, cache=name, past_lens=past_lens):
                     clean, poisoned, rows, head_size = self.outputs(backend, cfg, past_lens)
@@ -155,6 +165,9 @@ class NonFiniteQuery(unittest.TestCase):
 
     def test_decode(self):
         self.check("decode")
+
+    def test_latent(self):
+        self.check("latent", self.LATENT_CONFIGS)
 
 
 def _named_test(cfg):
