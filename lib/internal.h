@@ -108,6 +108,9 @@ pa_status pa__write_plan(pa_plan *plan);
 /* Launches the write path: fills the call's pointers into the parameters fixed at plan time.
  * MISALIGNED for a pointer the vector accesses need aligned, PA_ERROR_CUDA when the launch fails. */
 pa_status pa__write_run(const pa_plan *plan, const pa__io *io, pa__stream stream);
+/* pa__write_run's alignment check alone (MISALIGNED naming the tensor), for a caller that enqueues
+ * something before the write path and must fail before it does. */
+pa_status pa__write_check_alignment(const pa_plan *plan, const pa__io *io);
 /* Frees plan->write_state. */
 void pa__write_destroy(pa_plan *plan);
 /* pa_execute_reference's write path alone (the caches; the output is not written): the oracle of

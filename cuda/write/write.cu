@@ -211,6 +211,10 @@ extern "C" int pa__write_workspace(const pa__problem *p, pa__workspace_layout *w
 
 extern "C" pa_status pa__write_plan(pa_plan *plan) { return pa::detail::plan_write(plan); }
 
+extern "C" pa_status pa__write_check_alignment(const pa_plan *plan, const pa__io *io) {
+  return pa::detail::check_alignment(plan->problem, *io);
+}
+
 extern "C" pa_status pa__write_run(const pa_plan *plan, const pa__io *io, pa__stream stream) {
   using namespace pa::detail;
   const pa__problem &p = plan->problem;

@@ -4,7 +4,8 @@
  * index and the value; the clean data of every configuration reports nothing; the first violation
  * wins, within a call (the rules' order) and across calls, and reading clears it; plans sharing a
  * workspace share the status; a checked plan's results equal an unchecked plan's bit for bit; the
- * checker adds two nodes to a captured execute. Without PA_GPU_TEST_QUICK=1 it also times a
+ * checker adds two nodes to a captured execute, and none when a tensor is misaligned (MISALIGNED
+ * comes back before anything is enqueued). Without PA_GPU_TEST_QUICK=1 it also times a
  * decode step with and without the checker (the figure in doc/performance.md).
  */
 #include <stdint.h>
@@ -351,6 +352,18 @@ static void expect_same_results(const pa_plan *off, const pa_plan *on, buffers *
   EXPECT(st_off == PA_SUCCESS && st_on == PA_SUCCESS && nodes_on == nodes_off + 2,
          "captured nodes: expected the unchecked plan's %zu + 2 (memset, checker), got %zu",
          nodes_off, nodes_on);
+  /* a misaligned tensor fails before the checker is enqueued: nothing is captured */
+  in[PA_IN_KEY_CACHE] = (const char *)b->key_cache + 2;
+  pa_status st_misaligned = PA_ERROR_INTERNAL;
+  const size_t nodes_misaligned = gpu_captured_nodes(on, in, out, b->workspace, b->workspace_bytes,
+                                                     stream, &st_misaligned);
+  char why[256];
+  pa_last_error_message(why, sizeof why);
+  EXPECT(st_misaligned == PA_ERROR_MISALIGNED && strstr(why, "key_cache") && nodes_misaligned == 0,
+         "checked plan, key_cache misaligned: expected MISALIGNED naming it and no node, got %s "
+         "\"%s\" and %zu nodes",
+         pa_status_string(st_misaligned), why, nodes_misaligned);
+  in[PA_IN_KEY_CACHE] = b->key_cache;
   /* reading the status is refused while the stream is being captured */
   cudaGraph_t graph = NULL;
   cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
