@@ -116,10 +116,11 @@ pa_status pa_execute(const pa_plan *plan, const void *const inputs[PA_NUM_INPUTS
     io.q_attn = io.q_staged;
     io.q_attn_row_stride = pa__q_row_elems(&plan->problem);
   }
+  /* the tensors' alignment before anything is enqueued (the checker included) */
+  st = pa__write_check_alignment(plan, &io);
+  if (st != PA_SUCCESS) return st;
   if (plan->check_state) {
-    /* the tensors' alignment first: a failed execute enqueues nothing */
-    st = pa__write_check_alignment(plan, &io);
-    if (st == PA_SUCCESS) st = pa__check_run(plan, &io, (pa__stream)stream);
+    st = pa__check_run(plan, &io, (pa__stream)stream);
     if (st != PA_SUCCESS) return st;
   }
   st = pa__write_run(plan, &io, (pa__stream)stream);

@@ -105,11 +105,11 @@ int pa__write_workspace(const pa__problem *p, pa__workspace_layout *w);
  * plan->write_state, for any plan on a device (a REFERENCE one included: the tests run the write
  * path alone on it). NOT_SUPPORTED for a type the kernels are not built for. */
 pa_status pa__write_plan(pa_plan *plan);
-/* Launches the write path: fills the call's pointers into the parameters fixed at plan time.
- * MISALIGNED for a pointer the vector accesses need aligned, PA_ERROR_CUDA when the launch fails. */
+/* Launches the write path: fills the call's pointers (checked by pa__write_check_alignment) into
+ * the parameters fixed at plan time. PA_ERROR_CUDA when the launch fails. */
 pa_status pa__write_run(const pa_plan *plan, const pa__io *io, pa__stream stream);
-/* pa__write_run's alignment check alone (MISALIGNED naming the tensor), for a caller that enqueues
- * something before the write path and must fail before it does. */
+/* MISALIGNED (naming the tensor) for a pointer the write path's and kernels' vector accesses need
+ * aligned; pa_execute calls it before it enqueues anything. */
 pa_status pa__write_check_alignment(const pa_plan *plan, const pa__io *io);
 /* Frees plan->write_state. */
 void pa__write_destroy(pa_plan *plan);

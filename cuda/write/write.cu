@@ -223,8 +223,6 @@ extern "C" pa_status pa__write_run(const pa_plan *plan, const pa__io *io, pa__st
   if (!s) return pa__fail(PA_ERROR_INTERNAL, "write path: the plan has no write configuration");
   if (s->stage_q && !io->q_staged)
     return pa__fail(PA_ERROR_INTERNAL, "write path: the plan stages Q but io->q_staged is NULL");
-  pa_status st = check_alignment(p, *io);
-  if (st != PA_SUCCESS) return st;
 
   const write_launch &L = fast_applies(*s, *io) ? s->fast : s->general;
   write_params prm = L.params;

@@ -17,9 +17,8 @@
  * after that layout, and every other byte of shared memory holds NaN, so that an operand read that
  * strays outside its tile (a leading or stride byte offset the hardware uses where the layout
  * assumed it unused, as it may when a row is one 128-byte swizzle atom wide) turns results into
- * NaN. The values are small multiples of powers
- * of two, so every product and sum is exact: results must match bit for bit. The first mismatch
- * (row, column, expected, actual) is printed.
+ * NaN. The values are small multiples of powers of two, so every product and sum is exact: results
+ * must match bit for bit. The first mismatch (row, column, expected, actual) is printed.
  * Runs on compute capability 9.0 only (the sm_90a cubin); exits 77 (skipped) elsewhere. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -152,8 +152,8 @@ class NonFiniteQuery(unittest.TestCase):
         for name, cfg in configs.items():
             for past_lens in ((5, 7, 0, 20), (3000, 2500, 4000, 100)):
                 with self.subTest(backend=backend, cache=name, past_lens=past_lens):
-                    clean, poisoned, rows, head_size = self.outputs(backend, cfg, past_lens)
-                    assert_poisoned_rows(self, clean, poisoned, rows, head_size,
+                    clean, poisoned, rows, width = self.outputs(backend, cfg, past_lens)
+                    assert_poisoned_rows(self, clean, poisoned, rows, width,
                                          "%s, %s, past %s (seed %d)" % (backend, name, past_lens,
                                                                         SEED))
 
