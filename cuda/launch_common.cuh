@@ -25,6 +25,8 @@ inline paged_kv_layout paged_kv_layout_of(const pa__problem &p) {
   kv.max_blocks_per_seq = p.max_blocks_per_seq;
   kv.kv_num_heads = p.kv_num_heads;
   kv.head_size = p.head_size;
+  kv.row_bytes = (int64_t)p.kv_num_heads * p.head_size * (int64_t)pa_dtype_size(p.k_cache_dtype);
+  kv.block_bytes = kv.row_bytes * p.block_size;
   return kv;
 }
 

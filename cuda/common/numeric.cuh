@@ -97,6 +97,30 @@ __device__ __forceinline__ uint32_t pack_t2<__nv_bfloat16>(float lo, float hi) {
   return *reinterpret_cast<uint32_t *>(&v);
 }
 
+// The e4m3 pair in half kHalf of `r` (low byte first) as an f16 pair (low half first), exactly.
+// On sm_89 and newer one cvt that reads the half in place: the intrinsic takes a 16-bit value, and
+// extracting the high half for it cost a shift per register (the 8-bit loops are issue-bound).
+template <int kHalf>
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t r) {
+  static_assert(kHalf == 0 || kHalf == 1, "a half of the register");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint32_t h;
+  if constexpr (kHalf == 0)
+    asm("{\n\t.reg .b16 lo, hi;\n\tmov.b32 {lo, hi}, %1;\n\tcvt.rn.f16x2.e4m3x2 %0, lo;\n\t}"
+        : "=r"(h)
+        : "r"(r));
+  else
+    asm("{\n\t.reg .b16 lo, hi;\n\tmov.b32 {lo, hi}, %1;\n\tcvt.rn.f16x2.e4m3x2 %0, hi;\n\t}"
+        : "=r"(h)
+        : "r"(r));
+  return h;
+#else
+  const __half2_raw h =
+      __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(r >> 16 * kHalf), __NV_E4M3);
+  return (uint32_t)h.x | ((uint32_t)h.y << 16);
+#endif
+}
+
 // Two of the four 8-bit codes in `codes` (bytes kLo and kHi; ldmatrix hands a lane four) as a
 // packed T pair, low half = byte kLo. int8 without I2F (a quarter-rate conversion): the biased code
 // x + 128 becomes the low mantissa bits of a constant, which is then subtracted (1024 + u in
@@ -117,13 +141,18 @@ __device__ __forceinline__ uint32_t codes_to_t2(uint32_t codes) {
       return pack_t2<T>(lo, hi);
     }
   } else {
-    // an aligned pair of adjacent bytes is a half of the register (no PRMT)
-    const uint32_t two = kLo % 2 == 0 && kHi == kLo + 1 ? codes >> 8 * kLo
-                                                        : __byte_perm(codes, 0u, kHi << 4 | kLo);
-    const __nv_fp8x2_storage_t pair = (__nv_fp8x2_storage_t)two;
-    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
+    // The pair as a half of a register: bytes (0, 1) and (2, 3) are halves already; (0, 2) and
+    // (1, 3), the two pairs of a transposed ldmatrix register, are the halves of one byte permute
+    // that both calls share; any other pair takes a permute of its own.
+    constexpr bool kAdjacent = kLo % 2 == 0 && kHi == kLo + 1;
+    constexpr bool kSpread = kHi == kLo + 2 && kLo < 2;
+    constexpr int kHalf = kAdjacent ? kLo / 2 : kSpread ? kLo : 0;
+    const uint32_t halves = kAdjacent  ? codes
+                            : kSpread ? __byte_perm(codes, 0u, 0x3120)
+                                      : __byte_perm(codes, 0u, kHi << 4 | kLo);
+    const uint32_t h = e4m3x2_to_f16x2<kHalf>(halves);
     if constexpr (dtype_of<T>::value == PA_DTYPE_FLOAT16) {
-      return (uint32_t)h.x | ((uint32_t)h.y << 16);
+      return h;
     } else {
       const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&h));
       return pack_t2<T>(f.x, f.y);

@@ -35,6 +35,9 @@ struct paged_kv_layout {
   int32_t max_blocks_per_seq;  // block_table.dims[1]
   int32_t kv_num_heads;
   int32_t head_size;  // elements per (token, head) row
+  // Byte strides of the caches (their element type's): between a block's rows (tokens), and
+  // between blocks.
+  int64_t row_bytes, block_bytes;
 };
 
 // The block-table entry of key position `key` (key >= 0) as stored, or -1 when the key lies past
@@ -61,6 +64,15 @@ __device__ __forceinline__ int64_t kv_row_offset(const paged_kv_layout &kv, int3
                                                  int64_t key, int kv_head) {
   int64_t slot = ((int64_t)block_id << kv.block_shift) + (key & (kv.block_size - 1));
   return (slot * kv.kv_num_heads + kv_head) * kv.head_size;
+}
+
+// Byte offset of key position `key` in block block_id (mapped, or 0 for an address that is read
+// with src-size 0) at channel 0 of KV head 0, from the layout's byte strides; only the key's low
+// bits matter, so a 32-bit truncation of it will do.
+__device__ __forceinline__ int64_t kv_page_row_bytes(const paged_kv_layout &kv, int32_t block_id,
+                                                     uint32_t key) {
+  return (int64_t)block_id * kv.block_bytes +
+         (int64_t)(key & (uint32_t)(kv.block_size - 1)) * kv.row_bytes;
 }
 
 template <typename C>

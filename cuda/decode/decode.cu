@@ -243,6 +243,7 @@ pa_status decode_run(const pa_plan *plan, const pa__io *io, pa__stream stream) {
   decode_params P = s->params;
   P.q = io->q_attn;
   P.q_row_stride = io->q_attn_row_stride;
+  P.q_before_wait = io->q_staged == nullptr;
   P.k_cache = io->key_cache;
   P.v_cache = io->value_cache;
   P.cu_seqlens = io->cu_seqlens;

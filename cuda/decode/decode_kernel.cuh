@@ -7,8 +7,8 @@
 // m16n8k16, so each KV tile is read from memory once per group. Tiles are 64 keys at absolute
 // multiples of 64 whatever the page size, so a thread's run of up to 16 consecutive rows of a tile
 // lies in one page: it looks up one block id per tile (prefetched a tile ahead) and issues its
-// rows' 16-byte cp.async loads at a fixed stride into a 3-stage ring (cp_async_tile_ring, shared
-// with the other mma.sync kernels). Shared rows are DMAX channels wide; channels past head_size
+// rows' 16-byte cp.async loads at a fixed stride into a 3-stage ring (cp_async_tile_ring, through
+// common/kv_tile_loader.cuh, shared with PREFILL's mma.sync kernel). Shared rows are DMAX channels wide; channels past head_size
 // are zero-filled by the same loads, so the math below never tests head_size. Each of the 4 warps
 // owns 16 keys of every tile (fragments through ldmatrix) and runs its own online softmax over
 // them; the warps are merged once at the end. The key range of a token
@@ -33,6 +33,7 @@
 
 #include "../common/attention_rules.cuh"
 #include "../common/chained_launch.cuh"
+#include "../common/kv_tile_loader.cuh"
 #include "../common/numeric.cuh"
 #include "../common/paged_kv.cuh"
 #include "../common/tensor_core.cuh"
@@ -51,6 +52,10 @@ constexpr int kDecodeRowPadBytes = 16;  // staggers shared rows across banks
 struct decode_params {
   const void *q;
   int64_t q_row_stride;  // elements between tokens
+  // Q is the step's own input, not staged by the write kernel: the static grid reads it before
+  // waiting for the write kernel (everything before that kernel in the stream is complete once
+  // this kernel runs: the write kernel lets it launch only after its own wait)
+  int32_t q_before_wait;
   const void *k_cache, *v_cache;
   paged_kv_layout kv;
   const int32_t *cu_seqlens, *past_seqlens, *block_table, *query_positions;  // positions: or NULL
@@ -93,16 +98,16 @@ __host__ __device__ inline int decode_smem_bytes(int head_size, int cache_elem_b
          kDecodeStages * 2 * kDecodeTileKeys * decode_kv_row_bytes(dmax, cache_elem_bytes);
 }
 
-// The admitted keys [lo, hi) of token t (attention_rules.cuh) and the 64-key tiles covering them:
-// tile i starts at key (first_tile + i) * 64. Empty for a token with no sequence.
+// The admitted keys [lo, hi) of token t (attention_rules.cuh) and the number of 64-key tiles
+// covering them, from the tile of key lo (kv_tile_loader numbers them so). Empty for a token with
+// no sequence.
 struct decode_key_tiles {
   int32_t seq;  // -1: no sequence
   int64_t lo, hi;
-  int64_t first_tile;
   int32_t tiles;
 };
 __device__ __forceinline__ decode_key_tiles token_key_tiles(const decode_params &P, int64_t t) {
-  decode_key_tiles r = {-1, 0, 0, 0, 0};
+  decode_key_tiles r = {-1, 0, 0, 0};
   int32_t b = token_sequence(P.cu_seqlens, P.batch_size, t);
   if (b < 0) return r;
   r.seq = b;
@@ -112,8 +117,7 @@ __device__ __forceinline__ decode_key_tiles token_key_tiles(const decode_params 
   r.lo = keys.lo;
   r.hi = keys.hi;
   if (r.hi <= r.lo) return r;
-  r.first_tile = r.lo / kDecodeTileKeys;
-  r.tiles = (int32_t)((r.hi + kDecodeTileKeys - 1) / kDecodeTileKeys - r.first_tile);
+  r.tiles = (int32_t)((r.hi + kDecodeTileKeys - 1) / kDecodeTileKeys - r.lo / kDecodeTileKeys);
   return r;
 }
 
@@ -122,7 +126,8 @@ __device__ __forceinline__ decode_key_tiles token_key_tiles(const decode_params 
 // One work item: split `split` of token `token`, for the query heads of cta_head.
 template <typename T, typename C, int DMAX>
 __device__ __forceinline__ void decode_item(const decode_params &P, unsigned char *smem,
-                                            int64_t token, int split, int64_t item, int cta_head) {
+                                            int64_t token, int split, int64_t item, int cta_head,
+                                            bool wait_after_q) {
   const int head_size = P.kv.head_size;
   const int kv_head = cta_head / P.head_chunks;
   const int head0 = kv_head * P.group_size + (cta_head % P.head_chunks) * kDecodeHeadsPerCta;
@@ -139,7 +144,9 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   unsigned char *admitted = smem + kDecodeHeadsPerCta * q_stride * sizeof(T);
   unsigned char *stages = admitted + kDecodeStages * kDecodeTileKeys;
   constexpr int row_bytes = decode_kv_row_bytes(DMAX, (int)sizeof(C));
-  constexpr int stage_bytes = 2 * kDecodeTileKeys * row_bytes;
+  using Loader = kv_tile_loader<C, DMAX, kDecodeThreads, row_bytes, kDecodeStages>;
+  static_assert(Loader::kTileKeys == kDecodeTileKeys, "the loader's tiles are the kernel's");
+  constexpr int stage_bytes = Loader::kStageBytes;
 
   // Q of the chunk's heads into shared memory, with a per-channel k_scale folded in; rows beyond
   // the group and channels beyond head_size are zero (their scores are finite and discarded).
@@ -155,8 +162,9 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     for (int i = tid; i < kDecodeHeadsPerCta * vecs_per_row; i += kDecodeThreads) {
       int r = i / vecs_per_row, c = (i % vecs_per_row) * 8;
       uint4 v = make_uint4(0, 0, 0, 0);
+      // (through L2 alone: the static grid may read Q before its wait, decode_kernel)
       if (r < rows && c < head_size)
-        v = *reinterpret_cast<const uint4 *>(q + (int64_t)(head0 + r) * head_size + c);
+        v = __ldcg(reinterpret_cast<const uint4 *>(q + (int64_t)(head0 + r) * head_size + c));
       if constexpr (kShifted) {  // (only 8-bit caches carry a k_scale)
         const float *k_scale = fold_k_scale ? P.k_scale + (int64_t)kv_head * head_size : nullptr;
         // the row's largest element over the vecs_per_row consecutive lanes that hold it (a whole
@@ -173,6 +181,7 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
       warp_fragments<M, C>::store_q(q_smem + r * q_stride, c, v);
     }
   }
+  if (wait_after_q) wait_for_previous_kernel();  // the caches the write kernel fills
 
   const decode_key_tiles range = token_key_tiles(P, token);
   const int tile_begin = min(split * P.tiles_per_split, range.tiles);
@@ -193,58 +202,9 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     return;
   }
 
-  // Loads: thread (run, chunk) owns 16-byte chunk `chunk` of the kRunRows consecutive rows starting
-  // at row run * kRunRows of every tile. A run never crosses a page (tiles start at multiples of
-  // 64, kRunRows <= 16 <= block_size), so it needs one block id per tile and its rows are a fixed
-  // stride apart in the cache. Chunks at or past the row's real length zero-fill the DMAX pad.
-  constexpr int kChunks = DMAX * (int)sizeof(C) / 16;
-  constexpr int kRunRows = kDecodeTileKeys * kChunks / kDecodeThreads;
-  static_assert(kRunRows >= 1 && kRunRows <= 16, "a run of rows must fit in a 16-key page");
-  const int chunk = tid % kChunks, run = tid / kChunks;
-  const bool real_chunk = chunk * 16 < head_size * (int)sizeof(C);
-  const int64_t slot_bytes = (int64_t)P.kv.kv_num_heads * head_size * sizeof(C);
-  const int32_t *table_row = P.block_table + (int64_t)range.seq * P.kv.max_blocks_per_seq;
-  const unsigned char *k_base = reinterpret_cast<const unsigned char *>(P.k_cache);
-  const unsigned char *v_base = reinterpret_cast<const unsigned char *>(P.v_cache);
-  auto run_first_key = [&](int tile) {
-    return (range.first_tile + tile) * kDecodeTileKeys + run * kRunRows;
-  };
-  // The block-table entry of this thread's run in `tile` (-1: past the range), validated only
-  // when the tile is issued, so the lookup's latency hides behind a tile of work.
-  auto run_block_entry = [&](int tile) {
-    const int64_t key = run_first_key(tile);
-    return key < range.hi ? kv_block_entry(P.kv, table_row, key) : -1;
-  };
-
-  // Issues the loads of tile `tile` into its stage; rows outside [lo, hi) or in an unmapped block
-  // are zero-filled (so 0 * V stays finite) and flagged not admitted.
-  auto issue_tile = [&](int tile, int32_t block_entry) {
-    const int32_t block_id = kv_block_mapped(P.kv, block_entry);
-    const int stage = tile % kDecodeStages;
-    unsigned char *k_dst = stages + stage * stage_bytes + run * kRunRows * row_bytes + chunk * 16;
-    unsigned char *v_dst = k_dst + kDecodeTileKeys * row_bytes;
-    const int64_t key0 = run_first_key(tile);
-    const int first_valid = (int)max((int64_t)0, min((int64_t)kRunRows, range.lo - key0));
-    const int end_valid = (int)max((int64_t)0, min((int64_t)kRunRows, range.hi - key0));
-    const uint32_t valid =
-        block_id >= 0 ? ((1u << end_valid) - 1u) & ~((1u << first_valid) - 1u) : 0u;
-    const int64_t offset =
-        block_id >= 0
-            ? kv_row_offset(P.kv, block_id, key0, kv_head) * (int64_t)sizeof(C) + chunk * 16
-            : 0;
-    const unsigned char *k_src = k_base + offset, *v_src = v_base + offset;
-#pragma unroll
-    for (int i = 0; i < kRunRows; i++) {
-      const bool fill = real_chunk && (valid >> i & 1u);
-      cp_async_16(k_dst + i * row_bytes, fill ? k_src + i * slot_bytes : k_base, fill);
-      cp_async_16(v_dst + i * row_bytes, fill ? v_src + i * slot_bytes : v_base, fill);
-    }
-    if (chunk == 0) {
-#pragma unroll
-      for (int i = 0; i < kRunRows; i++)
-        admitted[stage * kDecodeTileKeys + run * kRunRows + i] = valid >> i & 1u;
-    }
-  };
+  const Loader loader(
+      P.k_cache, P.v_cache, P.kv, P.block_table + (int64_t)range.seq * P.kv.max_blocks_per_seq,
+      kv_head, range.lo, range.hi, stages, admitted);
 
   constexpr int kSteps = DMAX / 16;    // k-steps of Q·K^T
   constexpr int kOutTiles = DMAX / 8;  // n-tiles of P·V
@@ -262,86 +222,83 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   const M *q_frag_row = q_smem + (lane % 16) * q_stride + (lane / 16) * 8;  // ldmatrix A rows
   // the score scale of rows group_id and group_id + 8 (with 8-bit caches, times the row's 2^shift)
   float row_qk_scale[2] = {qk_scale, qk_scale};
-  cp_async_tile_ring<kDecodeStages>(
-      tile_begin, tile_end, [&](int tile) { return run_block_entry(tile); },
-      [&](int tile, int32_t entry) { issue_tile(tile, entry); },
-      [&](int tile, int stage) {
-        const unsigned char *k_tile =
-            stages + stage * stage_bytes + warp * kDecodeKeysPerWarp * row_bytes;
-        const warp_fragments<M, C> k_frags = {k_tile, row_bytes, lane};
-        const warp_fragments<M, C> v_frags = {k_tile + kDecodeTileKeys * row_bytes, row_bytes,
-                                              lane};
-        // the rows' multipliers, visible since the ring's barrier
-        if (kShifted && tile == tile_begin) {
+  loader.run_tiles(tile_begin, tile_end, [&](int tile, int stage) {
+    const unsigned char *k_tile =
+        stages + stage * stage_bytes + warp * kDecodeKeysPerWarp * row_bytes;
+    const warp_fragments<M, C> k_frags = {k_tile, row_bytes, lane};
+    const warp_fragments<M, C> v_frags = {k_tile + kDecodeTileKeys * row_bytes, row_bytes,
+                                          lane};
+    // the rows' multipliers, visible since the ring's barrier
+    if (kShifted && tile == tile_begin) {
 #pragma unroll
-          for (int h = 0; h < 2; h++)
-            row_qk_scale[h] = qk_scale * *reinterpret_cast<const float *>(
-                                             q_smem + (group_id + 8 * h) * q_stride + DMAX);
-        }
-        const unsigned char *tile_admitted =
-            admitted + stage * kDecodeTileKeys + warp * kDecodeKeysPerWarp;
+      for (int h = 0; h < 2; h++)
+        row_qk_scale[h] = qk_scale * *reinterpret_cast<const float *>(
+                                         q_smem + (group_id + 8 * h) * q_stride + DMAX);
+    }
+    const unsigned char *tile_admitted =
+        admitted + stage * kDecodeTileKeys + warp * kDecodeKeysPerWarp;
 
-        // scores of 16 heads x this warp's 16 keys
-        float scores[1][2][4] = {{{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}}};
-        float(&score)[2][4] = scores[0];
+    // scores of 16 heads x this warp's 16 keys
+    float scores[1][2][4] = {{{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}}};
+    float(&score)[2][4] = scores[0];
 #pragma unroll
-        for (int ks = 0; ks < kSteps; ks += kLoads) {
-          uint32_t a[kLoads][4], b[kLoads][4];
+    for (int ks = 0; ks < kSteps; ks += kLoads) {
+      uint32_t a[kLoads][4], b[kLoads][4];
 #pragma unroll
-          for (int s = 0; s < kLoads; s++) ldmatrix_x4(a[s], q_frag_row + (ks + s) * 16);
-          k_frags.scores_k(b, ks);
+      for (int s = 0; s < kLoads; s++) ldmatrix_x4(a[s], q_frag_row + (ks + s) * 16);
+      k_frags.scores_k(b, ks);
 #pragma unroll
-          for (int s = 0; s < kLoads; s++) {
-            mma_op<M>::run(score[0], a[s], b[s][0], b[s][1]);
-            mma_op<M>::run(score[1], a[s], b[s][2], b[s][3]);
-          }
-        }
+      for (int s = 0; s < kLoads; s++) {
+        mma_op<M>::run(score[0], a[s], b[s][0], b[s][1]);
+        mma_op<M>::run(score[1], a[s], b[s][2], b[s][3]);
+      }
+    }
 
-        // scale, softcap, mask; online softmax per row (log2 units)
-        transform_score_rows(scores, row_qk_scale, softcap);
-        float tile_max[2] = {-INFINITY, -INFINITY};
+    // scale, softcap, mask; online softmax per row (log2 units)
+    transform_score_rows(scores, row_qk_scale, softcap);
+    float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-        for (int n = 0; n < 2; n++)
+    for (int n = 0; n < 2; n++)
 #pragma unroll
-          for (int i = 0; i < 4; i++) {
-            if (!tile_admitted[n * 8 + col + (i & 1)]) score[n][i] = -INFINITY;
-            tile_max[i / 2] = fmaxf(tile_max[i / 2], score[n][i]);
-          }
-        float rescale[2], base[2];
+      for (int i = 0; i < 4; i++) {
+        if (!tile_admitted[n * 8 + col + (i & 1)]) score[n][i] = -INFINITY;
+        tile_max[i / 2] = fmaxf(tile_max[i / 2], score[n][i]);
+      }
+    float rescale[2], base[2];
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-          tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
-          tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
-          const softmax_step step = online_softmax_step(row_max[h], tile_max[h]);
-          base[h] = step.base;
-          rescale[h] = step.rescale;
-          row_sum[h] *= rescale[h];
-        }
-        float prob[2][4];
+    for (int h = 0; h < 2; h++) {
+      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
+      const softmax_step step = online_softmax_step(row_max[h], tile_max[h]);
+      base[h] = step.base;
+      rescale[h] = step.rescale;
+      row_sum[h] *= rescale[h];
+    }
+    float prob[2][4];
 #pragma unroll
-        for (int n = 0; n < 2; n++)
+    for (int n = 0; n < 2; n++)
 #pragma unroll
-          for (int i = 0; i < 4; i++) {
-            prob[n][i] = softmax_exp2(score[n][i] - base[i / 2]);
-            row_sum[i / 2] += prob[n][i];
-          }
-        rescale_accumulator_rows(out_acc, rescale);
+      for (int i = 0; i < 4; i++) {
+        prob[n][i] = softmax_exp2(score[n][i] - base[i / 2]);
+        row_sum[i / 2] += prob[n][i];
+      }
+    rescale_accumulator_rows(out_acc, rescale);
 
-        // out += P · V over this warp's 16 keys (P rounded to T, as in every flash kernel)
-        const uint32_t p_frag[4] = {
-            pack_t2<M>(prob[0][0], prob[0][1]), pack_t2<M>(prob[0][2], prob[0][3]),
-            pack_t2<M>(prob[1][0], prob[1][1]), pack_t2<M>(prob[1][2], prob[1][3])};
+    // out += P · V over this warp's 16 keys (P rounded to T, as in every flash kernel)
+    const uint32_t p_frag[4] = {
+        pack_t2<M>(prob[0][0], prob[0][1]), pack_t2<M>(prob[0][2], prob[0][3]),
+        pack_t2<M>(prob[1][0], prob[1][1]), pack_t2<M>(prob[1][2], prob[1][3])};
 #pragma unroll
-        for (int n = 0; n < kOutTiles; n += 2 * kLoads) {
-          uint32_t b[kLoads][4];
-          v_frags.values_v(b, n);
+    for (int n = 0; n < kOutTiles; n += 2 * kLoads) {
+      uint32_t b[kLoads][4];
+      v_frags.values_v(b, n);
 #pragma unroll
-          for (int s = 0; s < kLoads; s++) {
-            mma_op<M>::run(out_acc[n + 2 * s], p_frag, b[s][0], b[s][1]);
-            mma_op<M>::run(out_acc[n + 2 * s + 1], p_frag, b[s][2], b[s][3]);
-          }
-        }
-      });
+      for (int s = 0; s < kLoads; s++) {
+        mma_op<M>::run(out_acc[n + 2 * s], p_frag, b[s][0], b[s][1]);
+        mma_op<M>::run(out_acc[n + 2 * s + 1], p_frag, b[s][2], b[s][3]);
+      }
+    }
+  });
 
   // Merge the 4 warps through shared memory (the ring ends with every load landed).
 #pragma unroll
@@ -402,11 +359,12 @@ template <typename T, typename C, int DMAX>
 __global__ void __launch_bounds__(kDecodeThreads, sizeof(C) == 1 && DMAX <= 128 ? 3 : 1)
     decode_kernel(const decode_params P) {
   extern __shared__ __align__(16) unsigned char smem[];
-  wait_for_previous_kernel();
+  const bool q_first = !P.work_items && P.q_before_wait;  // the latency case: one token, static
+  if (!q_first) wait_for_previous_kernel();
   if (!P.work_items) {
     const int64_t token = blockIdx.x / P.cta_heads;
     decode_item<T, C, DMAX>(P, smem, token, blockIdx.y, token * P.num_split_slots + blockIdx.y,
-                            blockIdx.x % P.cta_heads);
+                            blockIdx.x % P.cta_heads, q_first);
     return;
   }
   __shared__ int64_t next;
@@ -418,7 +376,7 @@ __global__ void __launch_bounds__(kDecodeThreads, sizeof(C) == 1 && DMAX <= 128 
     if (taken >= total) break;
     const int64_t item = taken / P.cta_heads;
     const int2 work = P.work_items[item];
-    decode_item<T, C, DMAX>(P, smem, work.x, work.y, item, (int)(taken % P.cta_heads));
+    decode_item<T, C, DMAX>(P, smem, work.x, work.y, item, (int)(taken % P.cta_heads), false);
     __syncthreads();  // the next item rewrites `next` and the shared memory this one read
   }
 }

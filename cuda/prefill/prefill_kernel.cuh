@@ -34,6 +34,7 @@
 
 #include "../common/attention_rules.cuh"
 #include "../common/chained_launch.cuh"
+#include "../common/kv_tile_loader.cuh"
 #include "../common/numeric.cuh"
 #include "../common/paged_kv.cuh"
 #include "../common/tensor_core.cuh"
@@ -137,74 +138,14 @@ __device__ __forceinline__ int prefill_out_channel(int n, int column) {
   else return (n & ~1) * 8 + 2 * column + (n & 1);
 }
 
-// The producer side of a unit: 64-key K/V tiles of one (sequence, KV head) gathered from the pages
-// into the stage ring. Thread (run, chunk) owns 16-byte chunk `chunk` of the kRunRows consecutive
-// rows starting at row run * kRunRows of every tile. A run never crosses a page (tiles start at
-// multiples of 64, kRunRows <= 16 <= block_size), so it needs one block id per tile and its rows
-// are a fixed stride apart in the cache. Chunks at or past the row's real length zero-fill the
-// DMAX pad; rows outside the unit's key range [lo, hi) or in an unmapped block are zero-filled
-// (so 0 * V stays finite) and flagged not admitted.
+// The producer side of a unit: its 64-key K/V tiles gathered into the stage ring
+// (common/kv_tile_loader.cuh).
 template <typename C, int DMAX>
-struct prefill_kv_loader {
-  static constexpr int kChunks = DMAX * (int)sizeof(C) / 16;
-  static constexpr int kRunRows = kPrefillTileKeys * kChunks / kPrefillThreads;
-  static_assert(kRunRows >= 1 && kRunRows <= 16, "a run of rows must fit in a 16-key page");
-  static constexpr int kRowBytes = prefill_kv_row_bytes(DMAX, (int)sizeof(C));
-  static constexpr int kStageBytes = 2 * kPrefillTileKeys * kRowBytes;
-
-  const unsigned char *k_base, *v_base;
-  const int32_t *table_row;
-  paged_kv_layout kv;
-  int64_t lo, hi;
-  int64_t slot_bytes;
-  unsigned char *stages, *admitted;
-  int kv_head, chunk, run;
-  bool real_chunk;
-
-  __device__ __forceinline__ int64_t run_first_key(int64_t tile) const {
-    return tile * kPrefillTileKeys + run * kRunRows;
-  }
-  // The block-table entry of this thread's run in `tile` (-1: past the range), validated only
-  // when the tile is issued, so the lookup's latency hides behind a tile of work.
-  __device__ __forceinline__ int32_t entry(int64_t tile) const {
-    const int64_t key = run_first_key(tile);
-    return key < hi ? kv_block_entry(kv, table_row, key) : -1;
-  }
-  __device__ __forceinline__ void issue(int64_t tile, int32_t block_entry) const {
-    const int32_t block_id = kv_block_mapped(kv, block_entry);
-    const int stage = (int)(tile % kPrefillStages);
-    unsigned char *k_dst = stages + stage * kStageBytes + run * kRunRows * kRowBytes + chunk * 16;
-    unsigned char *v_dst = k_dst + kPrefillTileKeys * kRowBytes;
-    const int64_t key0 = run_first_key(tile);
-    const int first_valid = (int)max((int64_t)0, min((int64_t)kRunRows, lo - key0));
-    const int end_valid = (int)max((int64_t)0, min((int64_t)kRunRows, hi - key0));
-    const uint32_t valid =
-        block_id >= 0 ? ((1u << end_valid) - 1u) & ~((1u << first_valid) - 1u) : 0u;
-    const int64_t offset =
-        block_id >= 0 ? kv_row_offset(kv, block_id, key0, kv_head) * (int64_t)sizeof(C) + chunk * 16
-                      : 0;
-    const unsigned char *k_src = k_base + offset, *v_src = v_base + offset;
-#pragma unroll
-    for (int i = 0; i < kRunRows; i++) {
-      const bool fill = real_chunk && (valid >> i & 1u);
-      cp_async_16(k_dst + i * kRowBytes, fill ? k_src + i * slot_bytes : k_base, fill);
-      cp_async_16(v_dst + i * kRowBytes, fill ? v_src + i * slot_bytes : v_base, fill);
-    }
-    if (chunk == 0) {
-#pragma unroll
-      for (int i = 0; i < kRunRows; i++)
-        admitted[stage * kPrefillTileKeys + run * kRunRows + i] = valid >> i & 1u;
-    }
-  }
-  // Tiles [begin, end) through the ring (cp_async_tile_ring): tile t + 1's loads are in flight
-  // while consume(t, stage) computes on tile t. Ends with every load landed and the ring free.
-  template <typename Consume>
-  __device__ __forceinline__ void run_tiles(int64_t begin, int64_t end, Consume &&consume) const {
-    cp_async_tile_ring<kPrefillStages>(
-        begin, end, [&](int64_t tile) { return entry(tile); },
-        [&](int64_t tile, int32_t block_entry) { issue(tile, block_entry); }, consume);
-  }
-};
+using prefill_kv_loader =
+    kv_tile_loader<C, DMAX, kPrefillThreads, prefill_kv_row_bytes(DMAX, (int)sizeof(C)),
+                   kPrefillStages>;
+static_assert(prefill_kv_loader<__half, 128>::kTileKeys == kPrefillTileKeys,
+              "the loader's tiles are the kernel's");
 
 // Scores of one warp's rows in log2 units, in place (transform_score_rows with one scale).
 template <int A, int B>
@@ -462,12 +403,13 @@ __device__ __forceinline__ void prefill_store_m16(const prefill_params &P,
 // Row-split compute (more than 16 rows): warp w owns kMTiles m16 tiles of rows and runs every key
 // of a tile against them, 64 keys per pass with one m16 tile, 32 with two (their scores would not
 // fit the registers beside the accumulators otherwise). A warp skips the passes its rows cannot
-// see, and the per-key masks of passes wholly inside every row's range and fully mapped.
+// see, and the per-key masks of passes wholly inside every row's range and fully mapped. Tiles
+// [tile_begin, tile_end) are numbered as the loader numbers them (from loader.first_tile).
 template <typename T, typename C, int DMAX>
 __device__ __forceinline__ void prefill_rows_split(const prefill_params &P,
                                                    const prefill_kv_loader<C, DMAX> &loader,
                                                    const prefill_row_block &R, const T *q_smem,
-                                                   int64_t tile_begin, int64_t tile_end,
+                                                   int tile_begin, int tile_end,
                                                    int kv_head, int split, int32_t splits) {
   constexpr int kMTiles = prefill_m_tiles(DMAX);
   constexpr int kPassKeys = kMTiles == 1 ? 64 : 32;
@@ -477,7 +419,7 @@ __device__ __forceinline__ void prefill_rows_split(const prefill_params &P,
   constexpr int kOutTiles = DMAX / 8;          // n-tiles of P·V
   constexpr int kLoads = warp_fragments<T, C>::kLoads;
   constexpr int q_stride = prefill_q_row_elems(DMAX);
-  constexpr int row_bytes = prefill_kv_loader<C, DMAX>::kRowBytes;
+  constexpr int row_bytes = prefill_kv_row_bytes(DMAX, (int)sizeof(C));
   constexpr int stage_bytes = prefill_kv_loader<C, DMAX>::kStageBytes;
   static_assert(kSteps % kLoads == 0 && kOutTiles % (2 * kLoads) == 0, "whole fragment loads");
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -533,7 +475,7 @@ __device__ __forceinline__ void prefill_rows_split(const prefill_params &P,
     }
 
   const T *q_frag_rows = q_smem + (warp_row0 + lane % 16) * q_stride + (lane / 16) * 8;
-  loader.run_tiles(tile_begin, tile_end, [&](int64_t tile, int stage) {
+  loader.run_tiles(tile_begin, tile_end, [&](int tile, int stage) {
     const unsigned char *k_tile = loader.stages + stage * stage_bytes;
     const unsigned char *v_tile = k_tile + kPrefillTileKeys * row_bytes;
     const unsigned char *tile_admitted = loader.admitted + stage * kPrefillTileKeys;
@@ -541,7 +483,7 @@ __device__ __forceinline__ void prefill_rows_split(const prefill_params &P,
     const uint32_t mapped_hi = __ballot_sync(0xffffffffu, tile_admitted[32 + lane] != 0);
 #pragma unroll 1
     for (int pass = 0; pass < kPasses; pass++) {
-      const int32_t key0 = (int32_t)(tile * kPrefillTileKeys - R.key_base) + pass * kPassKeys;
+      const int32_t key0 = tile * kPrefillTileKeys - loader.lo_in_tile + pass * kPassKeys;
       if (warp_hi <= key0 || warp_lo >= key0 + kPassKeys) continue;  // no row of mine sees it
       const uint32_t pass_mapped =
           kPassKeys == 64 ? (mapped_lo & mapped_hi) : (pass == 0 ? mapped_lo : mapped_hi);
@@ -626,18 +568,19 @@ __device__ __forceinline__ void prefill_rows_split(const prefill_params &P,
 
 // Key-split compute (at most 16 rows: decode tokens of a mixed step, verify steps): the block's
 // rows are one m16 tile, and warp w takes keys [16 w, 16 w + 16) of every tile with its own
-// online softmax, so all four warps work; they are merged through shared memory at the end.
+// online softmax, so all four warps work; they are merged through shared memory at the end. Tiles
+// are numbered as in prefill_rows_split.
 template <typename T, typename C, int DMAX>
 __device__ __forceinline__ void prefill_keys_split(const prefill_params &P,
                                                    const prefill_kv_loader<C, DMAX> &loader,
                                                    const prefill_row_block &R, const T *q_smem,
-                                                   int64_t tile_begin, int64_t tile_end,
+                                                   int tile_begin, int tile_end,
                                                    int kv_head, int split, int32_t splits) {
   constexpr int kSteps = DMAX / 16;
   constexpr int kOutTiles = DMAX / 8;
   constexpr int kLoads = warp_fragments<T, C>::kLoads;
   constexpr int q_stride = prefill_q_row_elems(DMAX);
-  constexpr int row_bytes = prefill_kv_loader<C, DMAX>::kRowBytes;
+  constexpr int row_bytes = prefill_kv_row_bytes(DMAX, (int)sizeof(C));
   constexpr int stage_bytes = prefill_kv_loader<C, DMAX>::kStageBytes;
   constexpr int kKeysPerWarp = kPrefillTileKeys / kPrefillWarps;  // 16
   static_assert(kPrefillWarps * 16 * DMAX * 4 + kPrefillWarps * 16 * 8 <=
@@ -659,13 +602,13 @@ __device__ __forceinline__ void prefill_keys_split(const prefill_params &P,
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
 
   const T *q_frag_row = q_smem + (lane % 16) * q_stride + (lane / 16) * 8;
-  loader.run_tiles(tile_begin, tile_end, [&](int64_t tile, int stage) {
+  loader.run_tiles(tile_begin, tile_end, [&](int tile, int stage) {
     const unsigned char *k_keys =
         loader.stages + stage * stage_bytes + warp * kKeysPerWarp * row_bytes;
     const unsigned char *v_keys = k_keys + kPrefillTileKeys * row_bytes;
     const unsigned char *keys_admitted =
         loader.admitted + stage * kPrefillTileKeys + warp * kKeysPerWarp;
-    const int32_t key0 = (int32_t)(tile * kPrefillTileKeys - R.key_base) + warp * kKeysPerWarp;
+    const int32_t key0 = tile * kPrefillTileKeys - loader.lo_in_tile + warp * kKeysPerWarp;
     float scores[1][2][4] = {{{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}}};
     float(&score)[2][4] = scores[0];
     const warp_fragments<T, C> k_frags = {k_keys, row_bytes, lane};
@@ -942,8 +885,6 @@ __device__ __forceinline__ void prefill_unit(const prefill_params &P, unsigned c
                                              int32_t row_block, int32_t split, int kv_head) {
   constexpr int kRows = prefill_rows(DMAX);
   constexpr int q_stride = prefill_q_row_elems(DMAX);
-  const int head_size = P.kv.head_size;
-  const int tid = threadIdx.x;
   T *q_smem = reinterpret_cast<T *>(smem);
   int32_t *row_lo = reinterpret_cast<int32_t *>(smem + kRows * q_stride * sizeof(T));
   int32_t *row_hi = row_lo + kRows;
@@ -952,26 +893,20 @@ __device__ __forceinline__ void prefill_unit(const prefill_params &P, unsigned c
   const prefill_unit_setup U = prefill_unit_prologue<T, C, DMAX, kRows, kPrefillThreads>(
       P, q_smem, q_stride, row_lo, row_hi, b, row_block, split, kv_head);
 
-  prefill_kv_loader<C, DMAX> loader;
-  loader.k_base = reinterpret_cast<const unsigned char *>(P.k_cache);
-  loader.v_base = reinterpret_cast<const unsigned char *>(P.v_cache);
-  loader.table_row = P.block_table + (int64_t)b * P.kv.max_blocks_per_seq;
-  loader.kv = P.kv;
-  loader.lo = U.union_lo;
-  loader.hi = U.union_hi;
-  loader.slot_bytes = (int64_t)P.kv.kv_num_heads * head_size * sizeof(C);
-  loader.stages = stages;
-  loader.admitted = admitted;
-  loader.kv_head = kv_head;
-  loader.chunk = tid % prefill_kv_loader<C, DMAX>::kChunks;
-  loader.run = tid / prefill_kv_loader<C, DMAX>::kChunks;
-  loader.real_chunk = loader.chunk * 16 < head_size * (int)sizeof(C);
+  const prefill_kv_loader<C, DMAX> loader(
+      P.k_cache, P.v_cache, P.kv, P.block_table + (int64_t)b * P.kv.max_blocks_per_seq, kv_head,
+      U.union_lo, U.union_hi, stages, admitted);
+  // the split's tiles as the loader numbers them, from the tile of the union's first key; a tile's
+  // first key relative to R.key_base is then tile * 64 - loader.lo_in_tile (key_base is the
+  // union's lo, as the loader's)
+  const int tile_begin = (int)(U.tile_begin - loader.first_tile);
+  const int tile_end = (int)(U.tile_end - loader.first_tile);
 
   if (U.rows.valid_rows <= 16)
-    prefill_keys_split<T, C, DMAX>(P, loader, U.rows, q_smem, U.tile_begin, U.tile_end, kv_head,
+    prefill_keys_split<T, C, DMAX>(P, loader, U.rows, q_smem, tile_begin, tile_end, kv_head,
                                    split, U.splits);
   else
-    prefill_rows_split<T, C, DMAX>(P, loader, U.rows, q_smem, U.tile_begin, U.tile_end, kv_head,
+    prefill_rows_split<T, C, DMAX>(P, loader, U.rows, q_smem, tile_begin, tile_end, kv_head,
                                    split, U.splits);
 }
 
