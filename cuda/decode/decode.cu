@@ -104,10 +104,12 @@ pa_status decode_check(const pa__problem *p, const pa_device_caps *caps, char *w
 }
 
 // Resident CTAs per multiprocessor, estimated without the device: shared memory and registers
-// (-Xptxas -v, sm_90a: 111 to 163 per thread up to DMAX 128, 207 to 244 for DMAX 256: 3 or 2
-// CTAs of 128 threads).
+// (-Xptxas -v, sm_90a: 16-bit caches 109 to 155 per thread up to DMAX 128, 3 CTAs of 128 threads;
+// 8-bit caches at most 128 there by the kernel's launch bounds, 4 CTAs; 204 to 240 for DMAX 256,
+// 2 CTAs).
 int64_t ctas_per_sm_of(const pa_device_caps *caps, int smem_bytes, const pa__problem *p) {
-  const int64_t by_registers = decode_dmax(p->head_size) <= 128 ? 3 : 2;
+  const int64_t by_registers =
+      decode_dmax(p->head_size) > 128 ? 2 : pa_dtype_size(p->k_cache_dtype) == 1 ? 4 : 3;
   return std::max<int64_t>(1, std::min(by_registers, ctas_per_sm_by_smem(caps, smem_bytes)));
 }
 

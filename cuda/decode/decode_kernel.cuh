@@ -45,7 +45,11 @@ constexpr int kDecodeTileKeys = 64;  // also the alignment of every tile's first
 constexpr int kDecodeWarps = 4;
 constexpr int kDecodeThreads = 32 * kDecodeWarps;
 constexpr int kDecodeKeysPerWarp = kDecodeTileKeys / kDecodeWarps;  // 16: one mma k-step of P·V
-constexpr int kDecodeStages = 3;
+// Stages of the K/V ring: three, or two for 8-bit caches up to DMAX 128, whose kernel is bound
+// by latency with three CTAs (twelve warps) per multiprocessor: two stages leave room for four.
+__host__ __device__ constexpr int decode_stages(int dmax, int cache_elem_bytes) {
+  return cache_elem_bytes == 1 && dmax <= 128 ? 2 : 3;
+}
 constexpr int kDecodeHeadsPerCta = 16;  // the M of m16n8k16
 constexpr int kDecodeRowPadBytes = 16;  // staggers shared rows across banks
 
@@ -94,8 +98,9 @@ __host__ __device__ constexpr int decode_kv_row_bytes(int dmax, int cache_elem_b
 }
 __host__ __device__ inline int decode_smem_bytes(int head_size, int cache_elem_bytes) {
   const int dmax = decode_dmax(head_size);
-  return kDecodeHeadsPerCta * decode_q_row_elems(dmax) * 2 + kDecodeStages * kDecodeTileKeys +
-         kDecodeStages * 2 * kDecodeTileKeys * decode_kv_row_bytes(dmax, cache_elem_bytes);
+  const int stages = decode_stages(dmax, cache_elem_bytes);
+  return kDecodeHeadsPerCta * decode_q_row_elems(dmax) * 2 + stages * kDecodeTileKeys +
+         stages * 2 * kDecodeTileKeys * decode_kv_row_bytes(dmax, cache_elem_bytes);
 }
 
 // The admitted keys [lo, hi) of token t (attention_rules.cuh) and the number of 64-key tiles
@@ -142,9 +147,10 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   M *q_smem = reinterpret_cast<M *>(smem);
   constexpr int q_stride = decode_q_row_elems(DMAX);
   unsigned char *admitted = smem + kDecodeHeadsPerCta * q_stride * sizeof(T);
-  unsigned char *stages = admitted + kDecodeStages * kDecodeTileKeys;
+  constexpr int kStages = decode_stages(DMAX, (int)sizeof(C));
+  unsigned char *stages = admitted + kStages * kDecodeTileKeys;
   constexpr int row_bytes = decode_kv_row_bytes(DMAX, (int)sizeof(C));
-  using Loader = kv_tile_loader<C, DMAX, kDecodeThreads, row_bytes, kDecodeStages>;
+  using Loader = kv_tile_loader<C, DMAX, kDecodeThreads, row_bytes, kStages>;
   static_assert(Loader::kTileKeys == kDecodeTileKeys, "the loader's tiles are the kernel's");
   constexpr int stage_bytes = Loader::kStageBytes;
 
@@ -306,6 +312,8 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
     row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
   }
+  static_assert(kDecodeWarps * kDecodeHeadsPerCta * (DMAX * 4 + 8) <= kStages * stage_bytes,
+                "the warps' partial rows fit in the stage ring");
   float *warp_out = reinterpret_cast<float *>(stages);  // [warp][16][DMAX]
   float2 *warp_ml = reinterpret_cast<float2 *>(warp_out + kDecodeWarps * kDecodeHeadsPerCta * DMAX);
   {
@@ -354,9 +362,10 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
 // Work list: a persistent 1-D grid; each CTA takes the next (item, cta_head) pair from an atomic
 // counter, the KV heads of an item adjacent, until the list is exhausted (robust to however many
 // CTAs are actually resident).
-// An 8-bit stage ring up to DMAX 128 leaves room for 3 CTAs per SM: registers must too (<= 168).
+// An 8-bit two-stage ring up to DMAX 128 leaves room for 4 CTAs per SM: registers must too
+// (<= 128).
 template <typename T, typename C, int DMAX>
-__global__ void __launch_bounds__(kDecodeThreads, sizeof(C) == 1 && DMAX <= 128 ? 3 : 1)
+__global__ void __launch_bounds__(kDecodeThreads, sizeof(C) == 1 && DMAX <= 128 ? 4 : 1)
     decode_kernel(const decode_params P) {
   extern __shared__ __align__(16) unsigned char smem[];
   const bool q_first = !P.work_items && P.q_before_wait;  // the latency case: one token, static
