@@ -7,8 +7,9 @@
 // m16n8k16, so each KV tile is read from memory once per group. Tiles are 64 keys at absolute
 // multiples of 64 whatever the page size, so a thread's run of up to 16 consecutive rows of a tile
 // lies in one page: it looks up one block id per tile (prefetched a tile ahead) and issues its
-// rows' 16-byte cp.async loads at a fixed stride into a 3-stage ring (cp_async_tile_ring, through
-// common/kv_tile_loader.cuh, shared with PREFILL's mma.sync kernel). Shared rows are DMAX channels wide; channels past head_size
+// rows' 16-byte cp.async loads at a fixed stride into a 3-stage ring (2 stages for 8-bit caches up
+// to DMAX 128: decode_stages; cp_async_tile_ring, through common/kv_tile_loader.cuh, shared with
+// PREFILL's mma.sync kernel). Shared rows are DMAX channels wide; channels past head_size
 // are zero-filled by the same loads, so the math below never tests head_size. Each of the 4 warps
 // owns 16 keys of every tile (fragments through ldmatrix) and runs its own online softmax over
 // them; the warps are merged once at the end. The key range of a token
