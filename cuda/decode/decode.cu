@@ -190,6 +190,8 @@ pa_status decode_plan(pa_plan *plan, int setup_device) {
   s->work_list = num_split_slots > 1 && p->token_count > 1;
   s->chained = plan->caps.compute_capability_major >= 9;
   fill_params(p, s, tiles_per_split, num_split_slots, head_chunks);
+  // Q is the step's input unless the write path stages it (its region is planned before this)
+  s->params.q_before_wait = plan->q_staged_region < 0;
   if (setup_device) {
     cudaError_t err = s->variant.set_smem(s->smem_bytes);
     if (err != cudaSuccess)
@@ -245,7 +247,6 @@ pa_status decode_run(const pa_plan *plan, const pa__io *io, pa__stream stream) {
   decode_params P = s->params;
   P.q = io->q_attn;
   P.q_row_stride = io->q_attn_row_stride;
-  P.q_before_wait = io->q_staged == nullptr;
   P.k_cache = io->key_cache;
   P.v_cache = io->value_cache;
   P.cu_seqlens = io->cu_seqlens;
