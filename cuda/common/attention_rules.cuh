@@ -119,6 +119,40 @@ __device__ __forceinline__ void transform_score_rows(float (&score)[A][B][4],
     transform_score_rows_as<false>(score, row_scale, softcap);
 }
 
+// The same for raw scores that carry an offset per row (row_offset, raw units) to take off first:
+// DECODE's int8 scores, whose codes reach the tensor cores biased (numeric.cuh, kInt8CodeBias).
+// Without softcap the offset goes into the multiply (one fused multiply-add per score).
+template <int A, int B>
+__device__ __forceinline__ void transform_offset_score_rows(float (&score)[A][B][4],
+                                                            const float (&row_scale)[2],
+                                                            const float (&row_offset)[2],
+                                                            float softcap) {
+  if (softcap > 0.0f) {
+#pragma unroll
+    for (int a = 0; a < A; a++)
+#pragma unroll
+      for (int b = 0; b < B; b++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+          score[a][b][i] =
+              score_log2(score[a][b][i] - row_offset[i / 2], row_scale[i / 2], softcap);
+  } else {
+    float factor[2], shift[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      factor[h] = row_scale[h] * kLog2e;
+      shift[h] = -row_offset[h] * factor[h];
+    }
+#pragma unroll
+    for (int a = 0; a < A; a++)
+#pragma unroll
+      for (int b = 0; b < B; b++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+          score[a][b][i] = fmaf(score[a][b][i], factor[i / 2], shift[i / 2]);
+  }
+}
+
 // The sink logit of a query head (natural units), -inf when head_sink is absent.
 template <typename T>
 __device__ __forceinline__ float sink_logit(const void *head_sink, int head) {

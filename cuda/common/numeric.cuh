@@ -121,6 +121,17 @@ __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t r) {
 #endif
 }
 
+// int8 codes x as float16 x + kInt8CodeBias, exactly, in one byte permute per pair: the biased
+// code u = x + 128 (one XOR per four codes) becomes the low mantissa bits of 1024. A kernel that
+// takes the codes so (DECODE's) removes the bias from its products instead of from every code.
+constexpr float kInt8CodeBias = 1152.0f;
+constexpr uint32_t kInt8CodeBiasPair = 0x64806480u;  // (kInt8CodeBias, kInt8CodeBias) in float16
+template <int kLo, int kHi>
+__device__ __forceinline__ uint32_t int8_codes_to_biased_f16x2(uint32_t codes) {
+  static_assert(kLo >= 0 && kLo < 4 && kHi >= 0 && kHi < 4, "two of 4 bytes");
+  return __byte_perm(codes ^ 0x80808080u, 0x6464u, 0x5040 | kHi << 8 | kLo);  // (0x64, u) x 2
+}
+
 // Two of the four 8-bit codes in `codes` (bytes kLo and kHi; ldmatrix hands a lane four) as a
 // packed T pair, low half = byte kLo. int8 without I2F (a quarter-rate conversion): the biased code
 // x + 128 becomes the low mantissa bits of a constant, which is then subtracted (1024 + u in
@@ -131,9 +142,9 @@ __device__ __forceinline__ uint32_t codes_to_t2(uint32_t codes) {
   if constexpr (dtype_of<C>::value == PA_DTYPE_INT8) {
     const uint32_t biased = codes ^ 0x80808080u;
     if constexpr (dtype_of<T>::value == PA_DTYPE_FLOAT16) {
-      const uint32_t bits = __byte_perm(biased, 0x6464u, 0x5040 | kHi << 8 | kLo);  // (0x64, u) x 2
-      const __half2 v =
-          __hsub2(*reinterpret_cast<const __half2 *>(&bits), __half2(1152.0f, 1152.0f));
+      const uint32_t bits = int8_codes_to_biased_f16x2<kLo, kHi>(codes);
+      const __half2 v = __hsub2(*reinterpret_cast<const __half2 *>(&bits),
+                                __half2(kInt8CodeBias, kInt8CodeBias));
       return *reinterpret_cast<const uint32_t *>(&v);
     } else {
       const float lo = __uint_as_float(__byte_perm(biased, 0x4B000000u, 0x7540 | kLo)) - 8388736.0f;
@@ -208,6 +219,17 @@ __device__ __forceinline__ float q_chunk_max(uint4 v, const float *scale, int c)
     m = a < INFINITY ? fmaxf(m, a) : m;
   }
   return m;
+}
+// The sum of a chunk of eight float16 values, in float32.
+__device__ __forceinline__ float half8_sum(uint4 v) {
+  const __half2 *h = reinterpret_cast<const __half2 *>(&v);
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    const float2 f = __half22float2(h[k]);
+    sum += f.x + f.y;
+  }
+  return sum;
 }
 // The same chunk times its channels' scales (or none) and the power of two `down`, rounded once to
 // fp16.

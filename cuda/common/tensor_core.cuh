@@ -144,11 +144,23 @@ __device__ __forceinline__ void rescale_accumulator_rows(float (&out_acc)[kOutTi
 // 2i + e (i < 4, e < 2) reads channel 4i + e and index 8 + 2i + e channel 4i + 2 + e, so store_q
 // writes Q in that order; P·V n-tile n (even) column c holds channel 8n + 2c and n-tile n + 1
 // column c channel 8n + 2c + 1, which store_out undoes.
-template <typename T, typename C>
+// kBiased (int8 codes, float16 T): the codes arrive as code + kInt8CodeBias
+// (int8_codes_to_biased_f16x2), the caller taking the bias off its products.
+template <typename T, typename C, bool kBiased = false>
 struct warp_fragments {
+  static_assert(!kBiased || (dtype_of<C>::value == PA_DTYPE_INT8 &&
+                             dtype_of<T>::value == PA_DTYPE_FLOAT16),
+                "biased codes: int8 into float16");
   static constexpr int kLoads = 32 / (16 * (int)sizeof(C));
   const unsigned char *tile;
   int row_bytes, lane;
+  template <int kLo, int kHi>
+  __device__ static __forceinline__ uint32_t pair(uint32_t codes) {
+    if constexpr (kBiased)
+      return int8_codes_to_biased_f16x2<kLo, kHi>(codes);
+    else
+      return codes_to_t2<T, C, kLo, kHi>(codes);
+  }
   __device__ __forceinline__ void scores_k(uint32_t (&b)[kLoads][4], int ks) const {
     if constexpr (sizeof(C) == 2) {
       const int key = (lane / 16) * 8 + lane % 8, channel = ks * 16 + (lane / 8) % 2 * 8;
@@ -159,8 +171,8 @@ struct warp_fragments {
       ldmatrix_x4(codes, tile + (lane % 16) * row_bytes + ks * 16 + (lane / 16) * 16);
 #pragma unroll
       for (int i = 0; i < 4; i++) {
-        b[i / 2][i % 2 * 2] = codes_to_t2<T, C, 0, 1>(codes[i]);
-        b[i / 2][i % 2 * 2 + 1] = codes_to_t2<T, C, 2, 3>(codes[i]);
+        b[i / 2][i % 2 * 2] = pair<0, 1>(codes[i]);
+        b[i / 2][i % 2 * 2 + 1] = pair<2, 3>(codes[i]);
       }
     }
   }
@@ -175,8 +187,8 @@ struct warp_fragments {
       ldmatrix_x4_trans(codes, tile + (lane % 16) * row_bytes + n * 8 + (lane / 16) * 16);
 #pragma unroll
       for (int i = 0; i < 4; i++) {
-        b[i / 2][i % 2] = codes_to_t2<T, C, 0, 2>(codes[i]);
-        b[i / 2][2 + i % 2] = codes_to_t2<T, C, 1, 3>(codes[i]);
+        b[i / 2][i % 2] = pair<0, 2>(codes[i]);
+        b[i / 2][2 + i % 2] = pair<1, 3>(codes[i]);
       }
     }
   }

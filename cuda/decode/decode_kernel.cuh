@@ -22,9 +22,10 @@
 // and a persistent grid walks that list, so a loose bound or a skewed batch (one long sequence
 // among short ones) launches no empty CTAs.
 //
-// Quantized caches: the MMAs run in fp16 on the raw codes (exact in fp16) whatever T is; a
-// per-tensor k_scale goes into the score scale, a per-channel one into Q, which goes to fp16 row by
-// row scaled by a power of two (the row's score scale takes it back), v_scale into the output.
+// Quantized caches: the MMAs run in fp16 on the codes (exact in fp16; int8 as code + 1152, the bias
+// taken off the products, decode_item) whatever T is; a per-tensor k_scale goes into the score
+// scale, a per-channel one into Q, which goes to fp16 row by row scaled by a power of two (the
+// row's score scale takes it back), v_scale into the output.
 #pragma once
 
 #include <math.h>
@@ -145,6 +146,12 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   // each row with its own power of two, which the row's score scale takes back.
   using M = mma_input_t<T, C>;
   constexpr bool kShifted = sizeof(C) == 1;
+  // int8 codes reach the tensor cores as code + kInt8CodeBias (a byte permute per pair, no
+  // subtraction: the 8-bit loop is bound by issue): each score then carries the bias times its
+  // row's sum of Q, taken off with the score scale, and each output the bias times its row's sum
+  // of P, which one more n-tile of P·V (against a constant B) computes and the end takes off.
+  constexpr bool kBiased = dtype_of<C>::value == PA_DTYPE_INT8;
+  using fragments = warp_fragments<M, C, kBiased>;
   M *q_smem = reinterpret_cast<M *>(smem);
   constexpr int q_stride = decode_q_row_elems(DMAX);
   unsigned char *admitted = smem + kDecodeHeadsPerCta * q_stride * sizeof(T);
@@ -159,7 +166,7 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   // the group and channels beyond head_size are zero (their scores are finite and discarded).
   // Q needs only the token, so its loads go out before the key range's chain of dependent loads.
   // With 8-bit caches a row's score multiplier 2^shift waits in the row's padding (channels
-  // DMAX.. of q_stride, which no fragment load reads).
+  // DMAX.. of q_stride, which no fragment load reads), and with int8 its scores' offset next to it.
   float qk_scale = P.scale;
   if (is_quantized<C>::value && P.k_quant == PA_QUANT_PER_TENSOR) qk_scale *= __ldg(P.k_scale);
   const bool fold_k_scale = is_quantized<C>::value && P.k_quant == PA_QUANT_PER_CHANNEL;
@@ -182,10 +189,17 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
           row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, offset));
         const int shift = fp16_q_shift(row_max);
         v = q_chunk_to_half<T>(v, k_scale, c, ldexpf(1.0f, -shift));
-        if (c == 0)
-          *reinterpret_cast<float *>(q_smem + r * q_stride + DMAX) = ldexpf(1.0f, shift);
+        float *row_pad = reinterpret_cast<float *>(q_smem + r * q_stride + DMAX);
+        if (c == 0) row_pad[0] = ldexpf(1.0f, shift);
+        if constexpr (kBiased) {  // kInt8CodeBias x the row's sum of Q as the MMAs take it
+          float q_sum = half8_sum(v);
+#pragma unroll
+          for (int offset = 1; offset < min(vecs_per_row, 32); offset *= 2)
+            q_sum += __shfl_xor_sync(0xffffffffu, q_sum, offset);
+          if (c == 0) row_pad[1] = q_sum * kInt8CodeBias;
+        }
       }
-      warp_fragments<M, C>::store_q(q_smem + r * q_stride, c, v);
+      fragments::store_q(q_smem + r * q_stride, c, v);
     }
   }
   if (wait_after_q) wait_for_previous_kernel();  // the caches the write kernel fills
@@ -215,11 +229,13 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
 
   constexpr int kSteps = DMAX / 16;    // k-steps of Q·K^T
   constexpr int kOutTiles = DMAX / 8;  // n-tiles of P·V
-  constexpr int kLoads = warp_fragments<M, C>::kLoads;
+  constexpr int kLoads = fragments::kLoads;
   static_assert(kSteps % kLoads == 0 && kOutTiles % (2 * kLoads) == 0, "whole fragment loads");
-  float out_acc[kOutTiles][4];
+  // with int8, n-tile kOutTiles: kInt8CodeBias x each row's sum of P (both columns)
+  constexpr int kAccTiles = kOutTiles + (kBiased ? 1 : 0);
+  float out_acc[kAccTiles][4];
 #pragma unroll
-  for (int n = 0; n < kOutTiles; n++)
+  for (int n = 0; n < kAccTiles; n++)
 #pragma unroll
     for (int i = 0; i < 4; i++) out_acc[n][i] = 0.0f;
   float row_max[2] = {-INFINITY, -INFINITY};  // rows group_id and group_id + 8
@@ -232,9 +248,8 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   loader.run_tiles(tile_begin, tile_end, [&](int tile, int stage) {
     const unsigned char *k_tile =
         stages + stage * stage_bytes + warp * kDecodeKeysPerWarp * row_bytes;
-    const warp_fragments<M, C> k_frags = {k_tile, row_bytes, lane};
-    const warp_fragments<M, C> v_frags = {k_tile + kDecodeTileKeys * row_bytes, row_bytes,
-                                          lane};
+    const fragments k_frags = {k_tile, row_bytes, lane};
+    const fragments v_frags = {k_tile + kDecodeTileKeys * row_bytes, row_bytes, lane};
     // the rows' multipliers, visible since the ring's barrier
     if (kShifted && tile == tile_begin) {
 #pragma unroll
@@ -262,7 +277,15 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     }
 
     // scale, softcap, mask; online softmax per row (log2 units)
-    transform_score_rows(scores, row_qk_scale, softcap);
+    if constexpr (kBiased) {  // the rows' offsets, read at each tile (held, they spilled)
+      float row_offset[2];
+#pragma unroll
+      for (int h = 0; h < 2; h++)
+        row_offset[h] = reinterpret_cast<const float *>(q_smem + (group_id + 8 * h) * q_stride +
+                                                        DMAX)[1];
+      transform_offset_score_rows(scores, row_qk_scale, row_offset, softcap);
+    } else
+      transform_score_rows(scores, row_qk_scale, softcap);
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < 2; n++)
@@ -305,6 +328,8 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
         mma_op<M>::run(out_acc[n + 2 * s + 1], p_frag, b[s][2], b[s][3]);
       }
     }
+    if constexpr (kBiased)
+      mma_op<M>::run(out_acc[kOutTiles], p_frag, kInt8CodeBiasPair, kInt8CodeBiasPair);
   });
 
   // Merge the 4 warps through shared memory (the ring ends with every load landed).
@@ -313,17 +338,24 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
     row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
   }
-  static_assert(kDecodeWarps * kDecodeHeadsPerCta * (DMAX * 4 + 8) <= kStages * stage_bytes,
+  static_assert(kDecodeWarps * kDecodeHeadsPerCta * (DMAX * 4 + 12) <= kStages * stage_bytes,
                 "the warps' partial rows fit in the stage ring");
   float *warp_out = reinterpret_cast<float *>(stages);  // [warp][16][DMAX]
   float2 *warp_ml = reinterpret_cast<float2 *>(warp_out + kDecodeWarps * kDecodeHeadsPerCta * DMAX);
+  // int8: each warp's output bias per row (taken off as the warps merge: taken off in the
+  // registers, it made the kernel spill)
+  float *warp_bias = reinterpret_cast<float *>(warp_ml + kDecodeWarps * kDecodeHeadsPerCta);
   {
     float *mine = warp_out + warp * kDecodeHeadsPerCta * DMAX;
-    warp_fragments<M, C>::store_out(mine + group_id * DMAX, mine + (group_id + 8) * DMAX, out_acc,
-                                    col);
+    fragments::store_out(mine + group_id * DMAX, mine + (group_id + 8) * DMAX,
+                         reinterpret_cast<const float(&)[kOutTiles][4]>(out_acc), col);
     if (lane % 4 == 0) {
       warp_ml[warp * kDecodeHeadsPerCta + group_id] = make_float2(row_max[0], row_sum[0]);
       warp_ml[warp * kDecodeHeadsPerCta + group_id + 8] = make_float2(row_max[1], row_sum[1]);
+      if constexpr (kBiased) {
+        warp_bias[warp * kDecodeHeadsPerCta + group_id] = out_acc[kAccTiles - 1][0];
+        warp_bias[warp * kDecodeHeadsPerCta + group_id + 8] = out_acc[kAccTiles - 1][2];
+      }
     }
   }
   __syncthreads();
@@ -343,7 +375,9 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
       if (partial_has_keys(ml.y)) {
         float weight = softmax_rescale(ml.x, m);
         l += ml.y * weight;
-        o += warp_out[(w * kDecodeHeadsPerCta + r) * DMAX + c] * weight;
+        float out = warp_out[(w * kDecodeHeadsPerCta + r) * DMAX + c];
+        if constexpr (kBiased) out -= warp_bias[w * kDecodeHeadsPerCta + r];
+        o += out * weight;
       }
     }
     const int head = head0 + r;
