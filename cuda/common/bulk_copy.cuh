@@ -1,16 +1,33 @@
 // The bulk-copy engine (TMA, compute capability 9.0 and newer) for contiguous runs: global ->
 // shared memory, completion counted in bytes on an mbarrier, and shared memory -> global, tracked
 // as bulk groups of the issuing thread. Addresses are 16-byte aligned, sizes multiples of 16.
+// Also its tensor form: a box of a cache page through a tensor map (kv_page_maps), 128-byte
+// swizzled on the way as wgmma.cuh's tiles are.
 // Only kernels the host launches on sm_90 and newer call these (the plan runs a cubin for the
 // device's own major version, so such a kernel is compiled for sm_90+).
 #pragma once
 
 #include <stdint.h>
 
+#include <cuda.h>  // CUtensorMap (a plain 128-byte type; no driver call is made from here)
+
 #include "mbarrier.cuh"
 
 namespace pa {
 namespace detail {
+
+// The key and value caches (num_blocks, block_size, kv_num_heads, head_size) as 4-D tensors of
+// 16-bit elements, innermost first (channel, KV head, row of the page, block), each box
+// kPageBoxChannels channels x kPageBoxRows rows of one head in one page, 128-byte swizzled. The
+// launcher encodes them for each call (the cache addresses are the call's) and passes them as a
+// __grid_constant__ kernel parameter, where the copy engine can read them. Channels past
+// head_size land as zeros.
+struct kv_page_maps {
+  CUtensorMap k, v;
+};
+constexpr int kPageBoxChannels = 64;  // 128 bytes: the widest box a 128-byte swizzle takes
+constexpr int kPageBoxRows = 16;      // the smallest page
+constexpr int kPageBoxBytes = kPageBoxChannels * kPageBoxRows * 2;
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 
@@ -35,6 +52,27 @@ __device__ __forceinline__ void bulk_load(void *dst_shared, const void *src_glob
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
           "r"(shared_address(dst_shared)),
       "l"(src_global), "r"(bytes), "r"(shared_address(barrier))
+      : "memory");
+}
+
+// Adds `bytes` to what the barrier's current phase waits for, without arriving: the thread that
+// announces a stage's bulk loads before any is issued, beside the arrivals the barrier counts.
+__device__ __forceinline__ void mbarrier_expect_bytes(uint64_t *barrier, uint32_t bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(
+                   shared_address(barrier)),
+               "r"(bytes)
+               : "memory");
+}
+
+// Box (channel, head, page_row, block) of `map` (a kv_page_maps member) -> shared memory at dst
+// (1024-byte aligned for the swizzle to match wgmma.cuh's), kPageBoxBytes counted on `barrier`.
+__device__ __forceinline__ void page_box_load(void *dst_shared, const CUtensorMap *map,
+                                              uint64_t *barrier, int channel, int head,
+                                              int page_row, int block) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4, %5, %6}], [%2];" ::"r"(shared_address(dst_shared)),
+      "l"(map), "r"(shared_address(barrier)), "r"(channel), "r"(head), "r"(page_row), "r"(block)
       : "memory");
 }
 

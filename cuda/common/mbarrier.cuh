@@ -49,6 +49,19 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t *barrier, uint32_t parity
   } while (!done);
 }
 
+// Whether the phase of parity `parity` has completed, without waiting.
+__device__ __forceinline__ bool mbarrier_test(uint64_t *barrier, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n .reg .pred complete;\n"
+      " mbarrier.test_wait.parity.shared::cta.b64 complete, [%1], %2;\n"
+      " selp.u32 %0, 1, 0, complete;\n}\n"
+      : "=r"(done)
+      : "r"(shared_address(barrier)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
 // The barrier's current phase also waits for every cp.async this thread issued so far: pending
 // count + 1 now, - 1 when they have landed (so the thread still arrives itself, with
 // mbarrier_arrive).

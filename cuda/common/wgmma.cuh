@@ -262,6 +262,17 @@ __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
 __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
+// The same wait, returning whether `pred` holds in every participating thread (a uniform choice).
+__device__ __forceinline__ bool named_barrier_and(int id, int threads, bool pred) {
+  uint32_t all;
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.u32 p, %1, 0;\n"
+      " bar.red.and.pred p, %2, %3, p;\n selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(all)
+      : "r"((uint32_t)pred), "r"(id), "r"(threads)
+      : "memory");
+  return all != 0;
+}
 
 #endif  // PA_SM90A
 

@@ -15,6 +15,7 @@
 #include "internal.h"
 #include "latent_kernel.cuh"
 #include "latent_narrow_kernel.cuh"
+#include "latent_whole_kernel.cuh"
 
 namespace pa {
 namespace detail {
@@ -32,15 +33,23 @@ constexpr int64_t kMaxPartialBytes = (int64_t)256 << 20;
 constexpr int kMergeVecs = kLatentValueWidth / 128;
 
 struct latent_variant {
-  const char *family;  // "wgmma", "wgmma narrow" or "mma.sync"
+  const char *family;  // "wgmma whole", "wgmma", "wgmma narrow" or "mma.sync"
   int threads, smem_bytes;
   // the split rule: balanced_split_tiles_for (true), or PREFILL's memory-bound one, which aims
   // at about four units per CTA (the 32-row mma.sync tile)
   bool balanced_splits;
+  bool page_boxes;  // loads whole page runs through kv_page_maps, encoded for each call
   cudaError_t (*set_smem)(int smem_bytes);
-  cudaError_t (*launch)(const prefill_params &P, dim3 grid, int smem_bytes, cudaStream_t stream,
-                        bool chained);
+  cudaError_t (*launch)(const prefill_params &P, const kv_page_maps &maps, dim3 grid,
+                        int smem_bytes, cudaStream_t stream, bool chained);
 };
+
+// The mma.sync kernels load with cp.async alone and take no maps.
+template <cudaError_t (*kLaunch)(const prefill_params &, dim3, int, cudaStream_t, bool)>
+cudaError_t launch_without_maps(const prefill_params &P, const kv_page_maps &, dim3 grid,
+                                int smem_bytes, cudaStream_t stream, bool chained) {
+  return kLaunch(P, grid, smem_bytes, stream, chained);
+}
 
 struct latent_state : row_block_launch {
   latent_variant variant;
@@ -68,17 +77,22 @@ bool wgmma_serves(const pa__problem *p, const pa_device_caps *caps) {
 // at 32 rows that kernel measured 10 % slower than the 64-row one, doc/performance.md, eighteenth
 // measurement), else 64 rows; the mma.sync kernels take 32 rows in 32-key steps through a deeper
 // ring (latent_kernel.cuh), else 64.
-static_assert(kLatentHopperRows == 64, "the wide wgmma kernel takes 64-row blocks");
-int rows_of(const pa__problem *p, const pa_device_caps *caps) {
+static_assert(kLatentHopperRows == 64, "the wide wgmma kernels take 64-row blocks");
+int64_t sequence_rows(const pa__problem *p) {
   const int64_t tokens_per_seq = ceil_div(p->token_count, std::max<int64_t>(1, p->batch_size));
-  const int64_t rows = (int64_t)p->num_heads * tokens_per_seq;
+  return (int64_t)p->num_heads * tokens_per_seq;
+}
+int rows_of(const pa__problem *p, const pa_device_caps *caps) {
+  const int64_t rows = sequence_rows(p);
   if (!wgmma_serves(p, caps)) return rows <= 32 ? 32 : 64;
   return rows <= kLatentNarrowRows && !latent_kernel_env("wgmma64") ? kLatentNarrowRows
                                                                       : kLatentHopperRows;
 }
 
-// The kernel: where wgmma serves, the narrow wgmma kernel at 16 rows and the wide one at 64; else
-// mma.sync at rows_of's tile.
+// The kernel: where wgmma serves, the narrow wgmma kernel at 16 rows, at 64 the whole-tile one
+// (latent_whole_kernel.cuh) where row blocks are more than half full, else the half-stage one
+// (latent_hopper_kernel.cuh: at 32 rows per sequence the whole tiles measured 3-4 % slower,
+// doc/performance.md, twenty-second measurement); else mma.sync at rows_of's tile.
 bool variant_for(const pa__problem *p, const pa_device_caps *caps, latent_variant *v) {
   const int rows = rows_of(p, caps);
   const bool wgmma = wgmma_serves(p, caps);
@@ -89,20 +103,23 @@ bool variant_for(const pa__problem *p, const pa_device_caps *caps, latent_varian
     if constexpr (sizeof(C) == 2) {
       if (wgmma && rows == kLatentNarrowRows)
         *v = {"wgmma narrow", kLatentNarrowThreads,
-              latent_narrow_geometry<kLatentNarrowRows>::kSmemBytes, true,
+              latent_narrow_geometry<kLatentNarrowRows>::kSmemBytes, true, false,
               latent_narrow_set_smem<T, kLatentNarrowRows>,
               latent_narrow_launch<T, kLatentNarrowRows>};
+      else if (wgmma && sequence_rows(p) > kLatentHopperRows / 2)
+        *v = {"wgmma whole", kLatentHopperThreads, latent_whole_geometry::kSmemBytes, true, true,
+              latent_whole_set_smem<T>, latent_whole_launch<T>};
       else if (wgmma)
-        *v = {"wgmma", kLatentHopperThreads, latent_hopper_geometry::kSmemBytes, true,
+        *v = {"wgmma", kLatentHopperThreads, latent_hopper_geometry::kSmemBytes, true, true,
               latent_hopper_set_smem<T>, latent_hopper_launch<T>};
       if (wgmma) return;
     }
     if (rows == 32)
-      *v = {"mma.sync", kLatentThreads, smem_bytes, false, latent_set_smem<T, C, 32>,
-            latent_launch<T, C, 32>};
+      *v = {"mma.sync", kLatentThreads, smem_bytes, false, false, latent_set_smem<T, C, 32>,
+            launch_without_maps<latent_launch<T, C, 32>>};
     else
-      *v = {"mma.sync", kLatentThreads, smem_bytes, true, latent_set_smem<T, C, 64>,
-            latent_launch<T, C, 64>};
+      *v = {"mma.sync", kLatentThreads, smem_bytes, true, false, latent_set_smem<T, C, 64>,
+            launch_without_maps<latent_launch<T, C, 64>>};
   });
 }
 
@@ -195,6 +212,10 @@ pa_status latent_plan(pa_plan *plan, int setup_device) {
                          kRegionNames},
                         s);
   const prefill_params &P = s->params;
+  if (setup_device && s->variant.page_boxes) {
+    const pa_status st = plan_kv_page_maps(P.kv, false, "LATENT", &s->page_map_encoder);
+    if (st != PA_SUCCESS) return st;
+  }
 
   // A persistent grid: one CTA per multiprocessor, at most one per unit.
   const int64_t resident = std::max(1, plan->caps.multiprocessor_count);
@@ -231,8 +252,18 @@ pa_status latent_run(const pa_plan *plan, const pa__io *io, pa__stream stream) {
   P.k_scale = io->k_scale;
   P.v_scale = io->k_scale;
   P.output = io->output;
-  const cudaError_t err = launch_row_block_step(*s, P, s->variant.launch, &plan->workspace,
-                                                io->workspace, (cudaStream_t)stream);
+  kv_page_maps maps = {};  // the latent cache only (values are its first channels)
+  if (s->variant.page_boxes) {
+    const pa_status st = encode_kv_page_maps(s->page_map_encoder, P.kv, P.k_cache, nullptr,
+                                             "LATENT", &maps);
+    if (st != PA_SUCCESS) return st;
+  }
+  const cudaError_t err = launch_row_block_step(
+      *s, P,
+      [&](const prefill_params &params, dim3 grid, int smem_bytes, cudaStream_t on, bool chained) {
+        return s->variant.launch(params, maps, grid, smem_bytes, on, chained);
+      },
+      &plan->workspace, io->workspace, (cudaStream_t)stream);
   if (err != cudaSuccess)
     return pa__fail(PA_ERROR_CUDA, "LATENT: kernel launch failed: %s", cudaGetErrorString(err));
   return PA_SUCCESS;

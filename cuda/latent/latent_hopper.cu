@@ -1,12 +1,15 @@
-// LATENT's Hopper kernels (latent_hopper_kernel.cuh, latent_narrow_kernel.cuh) for caches that hold
-// T itself. Their bodies exist only in the sm_90a pass; the launcher plans them only where that
-// cubin runs.
+// LATENT's Hopper kernels (latent_hopper_kernel.cuh, latent_whole_kernel.cuh,
+// latent_narrow_kernel.cuh) for caches that hold T itself. Their bodies exist only in the sm_90a
+// pass; the launcher plans them only where that cubin runs.
 #include "latent_narrow_kernel.cuh"
+#include "latent_whole_kernel.cuh"
 
 namespace pa {
 namespace detail {
 PA_LATENT_HOPPER_INSTANTIATE(__half)
 PA_LATENT_HOPPER_INSTANTIATE(__nv_bfloat16)
+PA_LATENT_WHOLE_INSTANTIATE(__half)
+PA_LATENT_WHOLE_INSTANTIATE(__nv_bfloat16)
 PA_LATENT_NARROW_INSTANTIATE(__half, kLatentNarrowRows)
 PA_LATENT_NARROW_INSTANTIATE(__nv_bfloat16, kLatentNarrowRows)
 }  // namespace detail

@@ -38,6 +38,7 @@
 
 #include <cuda_runtime.h>
 
+#include "../common/bulk_copy.cuh"
 #include "../common/chained_launch.cuh"
 #include "../common/mbarrier.cuh"
 #include "../common/tensor_core.cuh"
@@ -193,39 +194,71 @@ __device__ __forceinline__ void latent_hopper_scores(float (&score)[kLatentHoppe
   wgmma_fence_operands(score);
 }
 
+// A producer warp's 16 keys of a tile (one page's run): rows of `src`, slot_bytes apart, of which
+// `valid` says which are loaded (in the unit's keys and mapped; the others are zero-filled). A run
+// with every row valid goes as page boxes of `map` (the latent cache; block block_id from row
+// page_row, one box per 64-channel panel) on the copy engine, counted in bytes on the "full"
+// barrier, where each producer thread's cp.async took issue slots that the consumers share.
+struct latent_page_run {
+  const unsigned char *src;
+  uint32_t valid;
+  int32_t block_id, page_row;
+  const CUtensorMap *map;
+  __device__ bool whole() const { return valid == (1u << kLatentHopperRunKeys) - 1u; }
+};
+
+// A run that is not whole, with cp.async into the half stage at `stage` (rows from half_row0 on).
+// Row by row, lane l takes chunks l, l + 32 and (below 72) l + 64: every place and source is then
+// a per-lane base plus constants (a division by 72 per chunk cost ~35 producer instructions per
+// cp.async).
+__device__ __forceinline__ void latent_produce_rows(unsigned char *stage, int half_row0,
+                                                    const latent_page_run &R, int64_t slot_bytes,
+                                                    const unsigned char *cache) {
+  constexpr int kChunks = latent_hopper_geometry::kChunks;
+  const int lane = threadIdx.x % 32;
+#pragma unroll 2
+  for (int row = 0; row < kLatentHopperRunKeys; row++) {
+    const bool fill = R.valid >> row & 1u;
+    // (a row not filled reads nothing; its address stays inside the cache's first row)
+    const unsigned char *src_row = fill ? R.src + row * slot_bytes : cache;
+#pragma unroll
+    for (int j = 0; j < (kChunks + 31) / 32; j++) {
+      const unsigned chunk = (unsigned)lane + 32u * j;
+      if (j < kChunks / 32 || chunk < (unsigned)kChunks)
+        cp_async_16(
+            stage + swizzle128_chunk_offset(kLatentHopperHalfKeys, half_row0 + row, (int)chunk),
+            src_row + chunk * 16, fill);
+    }
+  }
+}
+
 // One latent tile into this kernel's ring (the producer's part for it, latent_hopper_produce): warp
-// `run`'s 16 keys (rows of `src`, slot_bytes apart; `valid` says which are loaded, the others are
-// zero-filled) into half run / 2 of the tile slot at `pos`, once the consumers have freed it.
+// `run`'s 16 keys into half run / 2 of the tile slot at `pos`, once the consumers have freed it.
 __device__ __forceinline__ void latent_produce_tile(const latent_hopper_smem &S,
                                                     ring_position<kLatentHopperTileSlots> &pos,
-                                                    const unsigned char *src, int64_t slot_bytes,
-                                                    uint32_t valid, const unsigned char *cache) {
+                                                    const latent_page_run &R, int64_t slot_bytes,
+                                                    const unsigned char *cache) {
   using G = latent_hopper_geometry;
   const int lane = threadIdx.x % 32, run = threadIdx.x / 32;
   const int half_row0 = (run % kLatentHopperRunsPerHalf) * kLatentHopperRunKeys;
   mbarrier_wait(S.empty(pos.slot), pos.phase ^ 1u);
   const int stage_index = 2 * pos.slot + run / kLatentHopperRunsPerHalf;
   unsigned char *stage = S.stage(stage_index);
-  // Row by row, lane l takes chunks l, l + 32 and (below 72) l + 64: every place and source is
-  // then a per-lane base plus constants (a division by 72 per chunk cost ~35 producer
-  // instructions per cp.async, issue slots the consumers share).
-#pragma unroll 2
-  for (int row = 0; row < kLatentHopperRunKeys; row++) {
-    const bool fill = valid >> row & 1u;
-    // (a row not filled reads nothing; its address stays inside the cache's first row)
-    const unsigned char *src_row = fill ? src + row * slot_bytes : cache;
-#pragma unroll
-    for (int j = 0; j < (G::kChunks + 31) / 32; j++) {
-      const unsigned chunk = (unsigned)lane + 32u * j;
-      if (j < G::kChunks / 32 || chunk < (unsigned)G::kChunks)
-        cp_async_16(
-            stage + swizzle128_chunk_offset(kLatentHopperHalfKeys, half_row0 + row, (int)chunk),
-            src_row + chunk * 16, fill);
+  if (R.whole()) {
+    if (lane == 0) {
+      mbarrier_expect_bytes(S.full(stage_index), G::kChunks / 8 * kPageBoxBytes);
+#pragma unroll 1
+      for (int p = 0; p < G::kChunks / 8; p++)
+        page_box_load(stage + swizzle128_chunk_offset(kLatentHopperHalfKeys, half_row0, p * 8),
+                      R.map, S.full(stage_index), p * kPageBoxChannels, 0, R.page_row,
+                      R.block_id);
     }
+  } else {
+    latent_produce_rows(stage, half_row0, R, slot_bytes, cache);
   }
   if (lane == 0)  // the run's bits of the half's loaded-keys word
     reinterpret_cast<uint16_t *>(S.loaded_keys(stage_index))[run % kLatentHopperRunsPerHalf] =
-        (uint16_t)valid;
+        (uint16_t)R.valid;
   mbarrier_track_cp_async(S.full(stage_index));
   mbarrier_arrive(S.full(stage_index));
   pos.advance();
@@ -236,7 +269,8 @@ __device__ __forceinline__ void latent_produce_tile(const latent_hopper_smem &S,
 // layout: half stages here, 64-channel panels in latent_narrow_kernel.cuh), until the schedule
 // runs out (then the slot says done).
 template <typename T, typename Smem>
-__device__ __forceinline__ void latent_hopper_produce(const prefill_params &P, const Smem &S) {
+__device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
+                                                      const kv_page_maps &maps, const Smem &S) {
   using G = typename Smem::G;
   const int tid = threadIdx.x, run = tid / 32;
   const int64_t slot_bytes = (int64_t)kLatentHopperWidth * sizeof(T);
@@ -289,8 +323,9 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P, c
             block_id >= 0 ? ((1u << end_valid) - 1u) & ~((1u << first_valid) - 1u) : 0u;
         const int64_t row_offset =
             block_id >= 0 ? kv_row_offset(P.kv, block_id, key0, 0) * (int64_t)sizeof(T) : 0;
-        const unsigned char *src = cache + row_offset;
-        latent_produce_tile(S, tile_pos, src, slot_bytes, valid, cache);
+        const latent_page_run R = {cache + row_offset, valid, block_id,
+                                   (int)(key0 & (P.kv.block_size - 1)), &maps.k};
+        latent_produce_tile(S, tile_pos, R, slot_bytes, cache);
       }
     };
     // The unit's first tiles go into the ring as the consumers free it, before the unit slot
@@ -520,7 +555,7 @@ __device__ __forceinline__ void latent_hopper_consume(const prefill_params &P,
 // A persistent grid of one CTA per multiprocessor; the producer takes the units.
 template <typename T>
 __global__ void __launch_bounds__(kLatentHopperThreads, 1) latent_hopper_kernel(
-    const prefill_params P) {
+    const prefill_params P, const __grid_constant__ kv_page_maps maps) {
 #if PA_SM90A
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const latent_hopper_smem S = {smem_raw +
@@ -538,7 +573,7 @@ __global__ void __launch_bounds__(kLatentHopperThreads, 1) latent_hopper_kernel(
   wait_for_previous_kernel();
   if (threadIdx.x < kLatentHopperWarpgroupThreads) {
     warpgroup_registers_release<kLatentHopperProducerRegisters>();
-    latent_hopper_produce<T>(P, S);
+    latent_hopper_produce<T>(P, maps, S);
   } else {
     warpgroup_registers_claim<kLatentHopperConsumerRegisters>();
     latent_hopper_consume<T>(P, S);
@@ -550,8 +585,8 @@ __global__ void __launch_bounds__(kLatentHopperThreads, 1) latent_hopper_kernel(
 template <typename T>
 cudaError_t latent_hopper_set_smem(int smem_bytes);
 template <typename T>
-cudaError_t latent_hopper_launch(const prefill_params &P, dim3 grid, int smem_bytes,
-                                 cudaStream_t stream, bool chained);
+cudaError_t latent_hopper_launch(const prefill_params &P, const kv_page_maps &maps, dim3 grid,
+                                 int smem_bytes, cudaStream_t stream, bool chained);
 
 #define PA_LATENT_HOPPER_INSTANTIATE(T)                                                        \
   template <>                                                                                  \
@@ -560,10 +595,11 @@ cudaError_t latent_hopper_launch(const prefill_params &P, dim3 grid, int smem_by
                                 cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);      \
   }                                                                                            \
   template <>                                                                                  \
-  cudaError_t latent_hopper_launch<T>(const prefill_params &P, dim3 grid, int smem_bytes,      \
-                                      cudaStream_t stream, bool chained) {                     \
+  cudaError_t latent_hopper_launch<T>(const prefill_params &P, const kv_page_maps &maps,       \
+                                      dim3 grid, int smem_bytes, cudaStream_t stream,          \
+                                      bool chained) {                                          \
     return launch_chained(latent_hopper_kernel<T>, grid, kLatentHopperThreads,                 \
-                          (size_t)smem_bytes, stream, chained, P);                             \
+                          (size_t)smem_bytes, stream, chained, P, maps);                       \
   }
 
 }  // namespace detail

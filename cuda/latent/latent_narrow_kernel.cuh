@@ -104,16 +104,16 @@ struct latent_narrow_smem {
 #if PA_SM90A
 
 // One latent tile into the panel ring (the producer's part for it, latent_hopper_produce): warp
-// `run`'s 16 keys (rows of `src`, slot_bytes apart; `valid` says which are loaded, the others are
-// zero-filled) into rows 16 run .. 16 run + 15 of the tile's nine panels, each once the consumers
-// have freed its slot and each with its own "full" barrier, so a panel lands while the next waits
-// for room. Lane l takes chunk l % 8 of rows l / 8 + 4 i of each panel: 128 contiguous bytes per
-// eight lanes.
+// `run`'s 16 keys (latent_page_run; its page map unused: with a box per panel this kernel ran 3-8 %
+// slower, doc/performance.md, twenty-first measurement) into rows 16 run .. 16 run + 15 of the
+// tile's nine panels, each once the consumers have freed its slot and each with its own "full"
+// barrier, so a panel lands while the next waits for room. Lane l takes chunk l % 8 of rows
+// l / 8 + 4 i of each panel: 128 contiguous bytes per eight lanes.
 template <int kRows>
 __device__ __forceinline__ void latent_produce_tile(const latent_narrow_smem<kRows> &S,
                                                     ring_position<latent_narrow_geometry<kRows>::kPanels> &pos,
-                                                    const unsigned char *src, int64_t slot_bytes,
-                                                    uint32_t valid, const unsigned char *cache) {
+                                                    const latent_page_run &R, int64_t slot_bytes,
+                                                    const unsigned char *cache) {
   using G = latent_narrow_geometry<kRows>;
   const int lane = threadIdx.x % 32, run = threadIdx.x / 32;
   const int chunk = lane % 8;
@@ -122,9 +122,9 @@ __device__ __forceinline__ void latent_produce_tile(const latent_narrow_smem<kRo
 #pragma unroll
   for (int i = 0; i < kLatentHopperRunKeys / 4; i++) {
     const int row = lane / 8 + 4 * i;
-    fill[i] = valid >> row & 1u;
+    fill[i] = R.valid >> row & 1u;
     // (a row not filled reads nothing; its address stays inside the cache's first row)
-    src_rows[i] = (fill[i] ? src + row * slot_bytes : cache) + chunk * 16;
+    src_rows[i] = (fill[i] ? R.src + row * slot_bytes : cache) + chunk * 16;
   }
 #pragma unroll 1
   for (int p = 0; p < G::kTilePanels; p++) {
@@ -137,7 +137,7 @@ __device__ __forceinline__ void latent_produce_tile(const latent_narrow_smem<kRo
                                                   chunk),
                   src_rows[i] + p * 128, fill[i]);
     if (p == 0 && lane == 0)  // the run's bits of the tile's loaded-keys word
-      reinterpret_cast<uint16_t *>(S.loaded_keys(pos.slot))[run] = (uint16_t)valid;
+      reinterpret_cast<uint16_t *>(S.loaded_keys(pos.slot))[run] = (uint16_t)R.valid;
     mbarrier_track_cp_async(S.full(pos.slot));
     mbarrier_arrive(S.full(pos.slot));
     pos.advance();
@@ -431,7 +431,7 @@ __device__ __forceinline__ void latent_narrow_consume(const prefill_params &P,
 // A persistent grid of one CTA per multiprocessor; the producer takes the units.
 template <typename T, int kRows>
 __global__ void __launch_bounds__(kLatentNarrowThreads, 1) latent_narrow_kernel(
-    const prefill_params P) {
+    const prefill_params P, const __grid_constant__ kv_page_maps maps) {
 #if PA_SM90A
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const latent_narrow_smem<kRows> S = {smem_raw +
@@ -448,7 +448,7 @@ __global__ void __launch_bounds__(kLatentNarrowThreads, 1) latent_narrow_kernel(
   __syncthreads();
   wait_for_previous_kernel();
   if (threadIdx.x < kLatentHopperWarpgroupThreads)
-    latent_hopper_produce<T>(P, S);
+    latent_hopper_produce<T>(P, maps, S);
   else
     latent_narrow_consume<T, kRows>(P, S);
 #endif
@@ -458,8 +458,8 @@ __global__ void __launch_bounds__(kLatentNarrowThreads, 1) latent_narrow_kernel(
 template <typename T, int kRows>
 cudaError_t latent_narrow_set_smem(int smem_bytes);
 template <typename T, int kRows>
-cudaError_t latent_narrow_launch(const prefill_params &P, dim3 grid, int smem_bytes,
-                                 cudaStream_t stream, bool chained);
+cudaError_t latent_narrow_launch(const prefill_params &P, const kv_page_maps &maps, dim3 grid,
+                                 int smem_bytes, cudaStream_t stream, bool chained);
 
 #define PA_LATENT_NARROW_INSTANTIATE(T, ROWS)                                                  \
   template <>                                                                                  \
@@ -468,10 +468,11 @@ cudaError_t latent_narrow_launch(const prefill_params &P, dim3 grid, int smem_by
                                 cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);      \
   }                                                                                            \
   template <>                                                                                  \
-  cudaError_t latent_narrow_launch<T, ROWS>(const prefill_params &P, dim3 grid, int smem_bytes, \
-                                            cudaStream_t stream, bool chained) {               \
+  cudaError_t latent_narrow_launch<T, ROWS>(const prefill_params &P, const kv_page_maps &maps, \
+                                            dim3 grid, int smem_bytes, cudaStream_t stream,    \
+                                            bool chained) {                                    \
     return launch_chained(latent_narrow_kernel<T, ROWS>, grid, kLatentNarrowThreads,           \
-                          (size_t)smem_bytes, stream, chained, P);                             \
+                          (size_t)smem_bytes, stream, chained, P, maps);                       \
   }
 
 }  // namespace detail

@@ -8,8 +8,10 @@
 
 #include <algorithm>
 
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 #include <cuda_runtime.h>
 
+#include "../common/bulk_copy.cuh"
 #include "../common/chained_launch.cuh"
 #include "../common/split_merge.cuh"
 #include "../launch_common.cuh"
@@ -20,9 +22,14 @@
 namespace pa {
 namespace detail {
 
+// The driver's tensor-map encoder (cuTensorMapEncodeTiled), resolved by a plan whose kernel loads
+// page boxes (plan_kv_page_maps).
+using kv_page_map_encoder = PFN_cuTensorMapEncodeTiled_v12000;
+
 // Fixed at plan time; each backend's state adds its kernel variant.
 struct row_block_launch {
   prefill_params params;  // every field but the pointers of a call
+  kv_page_map_encoder page_map_encoder;  // nullptr unless the kernel loads page boxes
   split_merge_params merge;
   split_merge_launch merge_launch;
   int out_row_elems, t_bytes;  // the schedule kernel's (it zeroes the rows of no sequence)
@@ -114,13 +121,71 @@ inline void plan_row_block_launch(pa_plan *plan, const row_block_plan &R, row_bl
   M.is_quantized_cache = pa_dtype_size(p->k_cache_dtype) == 1;
 }
 
-using row_block_kernel_launch = cudaError_t (*)(const prefill_params &P, dim3 grid, int smem_bytes,
-                                                cudaStream_t stream, bool chained);
+// A call's kv_page_maps (bulk_copy.cuh) for 16-bit caches of geometry kv: host work only (no
+// device call, no synchronization), about a microsecond. With no blocks nothing is ever loaded
+// through them, and they stay zero; so does the value map without a value cache (LATENT).
+inline pa_status encode_kv_page_maps(kv_page_map_encoder encode, const paged_kv_layout &kv,
+                                     const void *k_cache, const void *v_cache,
+                                     const char *backend, kv_page_maps *maps) {
+  memset(maps, 0, sizeof *maps);
+  if (kv.num_blocks == 0) return PA_SUCCESS;
+  const cuuint64_t row_bytes = (cuuint64_t)kv.head_size * 2;
+  const cuuint64_t dims[4] = {(cuuint64_t)kv.head_size, (cuuint64_t)kv.kv_num_heads,
+                              (cuuint64_t)kv.block_size, (cuuint64_t)kv.num_blocks};
+  const cuuint64_t strides[3] = {row_bytes, row_bytes * kv.kv_num_heads,
+                                 row_bytes * kv.kv_num_heads * kv.block_size};
+  const cuuint32_t box[4] = {kPageBoxChannels, 1, kPageBoxRows, 1};
+  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  const struct {
+    CUtensorMap *map;
+    const void *cache;
+    const char *name;
+  } caches[2] = {{&maps->k, k_cache, "key_cache"}, {&maps->v, v_cache, "value_cache"}};
+  for (const auto &c : caches) {
+    if (!c.cache) continue;
+    const CUresult r =
+        encode(c.map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, const_cast<void *>(c.cache), dims,
+               strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+      return pa__fail(PA_ERROR_CUDA,
+                      "%s: cuTensorMapEncodeTiled(%s at %p, %lld blocks x %d rows x %d heads x %d "
+                      "channels) failed with CUresult %d",
+                      backend, c.name, c.cache, (long long)kv.num_blocks, kv.block_size,
+                      kv.kv_num_heads, kv.head_size, (int)r);
+  }
+  return PA_SUCCESS;
+}
+
+// At plan time, for a plan on a device whose kernel loads page boxes: the driver's encoder,
+// resolved through the runtime (the library does not link libcuda itself), and the maps encoded
+// once over a placeholder address, so that every rule of the encoder but the caches' addresses is
+// checked here; the write path checks their 16-byte alignment before a step launches anything.
+inline pa_status plan_kv_page_maps(const paged_kv_layout &kv, bool has_value_cache,
+                                   const char *backend, kv_page_map_encoder *encoder) {
+  void *fn = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
+                                       &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess || !fn)
+    return pa__fail(PA_ERROR_CUDA,
+                    "%s: the CUDA driver has no cuTensorMapEncodeTiled, which the sm_90a kernel "
+                    "needs for its page boxes",
+                    backend);
+  *encoder = reinterpret_cast<kv_page_map_encoder>(fn);
+  const void *placeholder = reinterpret_cast<const void *>(uintptr_t{1} << 20);  // 16-byte aligned
+  kv_page_maps trial;
+  return encode_kv_page_maps(*encoder, kv, placeholder, has_value_cache ? placeholder : nullptr,
+                             backend, &trial);
+}
 
 // One step: P (the plan's parameters with the call's tensors filled in) gets the workspace regions,
-// then the schedule, the kernel and (with split slots) the merge go out on the stream, chained.
+// then the schedule, the kernel (kernel(P, grid, smem_bytes, stream, chained)) and (with split
+// slots) the merge go out on the stream, chained.
+template <typename KernelLaunch>
 inline cudaError_t launch_row_block_step(const row_block_launch &L, prefill_params P,
-                                         row_block_kernel_launch kernel,
+                                         KernelLaunch &&kernel,
                                          const pa__workspace_layout *w, void *workspace,
                                          cudaStream_t stream) {
   if (P.num_split_slots > 1) {

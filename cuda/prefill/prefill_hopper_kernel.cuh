@@ -232,32 +232,45 @@ __device__ __forceinline__ void hopper_load_a_fragment(const unsigned char *tile
   });
 }
 
-// Issues S (64 rows x kKeys keys, 64 or 128) = Q K^T over DMAX channels, after a wgmma_fence of
-// the caller: Q from q_frag (kQInRegisters) or from the swizzled tile at q_tile (panel_rows rows,
-// the warpgroup's first row row0); K at k_tile (kKeys rows). hopper_scores also fences, commits
-// and waits.
+// Issues k-steps kFirst .. kEnd - 1 (16 channels each; k-step 0 overwrites S) of S (64 rows x
+// kKeys keys, 64 or 128) = Q K^T with Q from the swizzled tile at q_tile (panel_rows rows, the
+// warpgroup's first row row0) and K at k_tile (kKeys rows), after a wgmma_fence of the caller.
+template <typename T, int kKeys, int kFirst, int kEnd>
+__device__ __forceinline__ void hopper_issue_scores_shared(float (&score)[kKeys / 8][4],
+                                                           uint32_t q_tile, int q_panel_rows,
+                                                           int row0, uint32_t k_tile) {
+  static_assert(kKeys == 64 || kKeys == 128, "the S shapes built");
+  using mma = wgmma_m64k16<T>;
+#pragma unroll
+  for (int s = kFirst; s < kEnd; s++) {
+    const uint64_t k_desc = hopper_k_major_desc(k_tile, kKeys, s);
+    const uint64_t q_desc = hopper_k_major_desc(q_tile + row0 * 128, q_panel_rows, s);
+    if (s == 0)
+      mma::template shared_a<0>(score, q_desc, k_desc);
+    else
+      mma::template shared_a<1>(score, q_desc, k_desc);
+  }
+}
+// The same over DMAX channels, Q from q_frag (kQInRegisters) or from shared memory as above.
+// hopper_scores also fences, commits and waits.
 template <typename T, int DMAX, bool kQInRegisters, int kKeys>
 __device__ __forceinline__ void hopper_issue_scores(float (&score)[kKeys / 8][4],
                                                     uint32_t (&q_frag)[DMAX / 16][4],
                                                     uint32_t q_tile, int q_panel_rows, int row0,
                                                     uint32_t k_tile) {
-  static_assert(kKeys == 64 || kKeys == 128, "the S shapes built");
-  using mma = wgmma_m64k16<T>;
+  if constexpr (kQInRegisters) {
+    static_assert(kKeys == 64 || kKeys == 128, "the S shapes built");
+    using mma = wgmma_m64k16<T>;
 #pragma unroll
-  for (int s = 0; s < DMAX / 16; s++) {
-    const uint64_t k_desc = hopper_k_major_desc(k_tile, kKeys, s);
-    if constexpr (kQInRegisters) {
+    for (int s = 0; s < DMAX / 16; s++) {
+      const uint64_t k_desc = hopper_k_major_desc(k_tile, kKeys, s);
       if (s == 0)
         mma::template registers_a<0, 0>(score, q_frag[s], k_desc);
       else
         mma::template registers_a<1, 0>(score, q_frag[s], k_desc);
-    } else {
-      const uint64_t q_desc = hopper_k_major_desc(q_tile + row0 * 128, q_panel_rows, s);
-      if (s == 0)
-        mma::template shared_a<0>(score, q_desc, k_desc);
-      else
-        mma::template shared_a<1>(score, q_desc, k_desc);
     }
+  } else {
+    hopper_issue_scores_shared<T, kKeys, 0, DMAX / 16>(score, q_tile, q_panel_rows, row0, k_tile);
   }
 }
 template <typename T, int DMAX, bool kQInRegisters, int kKeys>

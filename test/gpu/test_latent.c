@@ -13,7 +13,8 @@
  * the second. The plans' kernel family (pa__latent_kernel_family) proves which kernel the matrices
  * ran: on compute capability 9.0 the sm_90a wgmma kernels for fp16 / bf16 caches at 576 / 512
  * channels (the narrow one, keys as M, at up to 16 rows per sequence: 16 heads of one token; the
- * 64-row one above), mma.sync for everything else (and everywhere with
+ * 64-row ones above: half stages up to 32 rows, whole tiles beyond), mma.sync for everything else
+ * (and everywhere with
  * PA_LATENT_KERNEL=mma.sync; PA_LATENT_KERNEL=wgmma64 keeps the narrow rows on the 64-row kernel).
  *
  * PA_GPU_TEST_QUICK=1 runs a reduced matrix (for compute-sanitizer); PA_GPU_TEST_SHARD=i/n splits
@@ -433,22 +434,24 @@ static int kernel_family(void) {
                      cudaGetDevice(&device) == cudaSuccess &&
                      cudaGetDeviceProperties(&prop, device) == cudaSuccess && prop.major == 9 &&
                      prop.minor == 0;
-  const char *want = hopper ? "wgmma" : "mma.sync";
+  /* the 64-row tile: whole tiles above 32 rows per sequence, half stages up to 32 */
+  const char *want = hopper ? "wgmma whole" : "mma.sync";
+  const char *want_half = hopper ? "wgmma" : "mma.sync";
   /* PA_LATENT_KERNEL=wgmma64 gives the narrow rows to the 64-row wgmma kernel */
   const char *want_narrow =
       !hopper ? "mma.sync" : env && strcmp(env, "wgmma64") == 0 ? "wgmma" : "wgmma narrow";
-  /* the 64-row tile (more than 32 rows per sequence) */
   int ok = expect_family(128, 2, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16, 576, 512, want);
   ok &= expect_family(128, 2, PA_DTYPE_FLOAT16, PA_DTYPE_FLOAT16, 576, 512, want);
   ok &= expect_family(32, 2, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16, 576, 512, want);
+  ok &= expect_family(32, 1, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16, 576, 512, want_half);
   ok &= expect_family(128, 2, PA_DTYPE_FLOAT16, PA_DTYPE_INT8, 576, 512, "mma.sync");
   ok &= expect_family(128, 2, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16, 128, 64, "mma.sync");
   ok &= expect_family(128, 2, PA_DTYPE_FLOAT16, PA_DTYPE_FLOAT16, 576, 448, "mma.sync");
   /* 16 heads x 1 token per sequence: the narrow wgmma kernel (16 rows, keys as M); 16 heads x 2
-   * tokens: the 64-row one (the narrow kernel at 32 rows measured slower); the 32-row mma.sync
-   * tile where wgmma does not serve (here an int8 cache) */
+   * tokens: the 64-row one with half stages (the narrow kernel at 32 rows measured slower); the
+   * 32-row mma.sync tile where wgmma does not serve (here an int8 cache) */
   ok &= expect_family(16, 1, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16, 576, 512, want_narrow);
-  ok &= expect_family(16, 2, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16, 576, 512, want);
+  ok &= expect_family(16, 2, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16, 576, 512, want_half);
   ok &= expect_family(16, 2, PA_DTYPE_BFLOAT16, PA_DTYPE_INT8, 576, 512, "mma.sync");
   fprintf(stderr, "latent: fp16 / bf16 caches at 576 / 512 channels run on the %s "
                   "kernel\n", want);

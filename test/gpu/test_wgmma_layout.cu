@@ -7,7 +7,11 @@
  * (hopper_add_values); LATENT's: S 32 keys at a time with Q and K from shared memory
  * (latent_hopper_scores, wgmma m64n32k16, K from row 0 or 32 of its tile), and O = P V in two
  * 32-key halves (hopper_issue_values over two k-steps) with each half's P stored into its panel
- * (latent_hopper_store_p) and read back as A fragments (latent_hopper_load_p). For
+ * (latent_hopper_store_p) and read back as A fragments (latent_hopper_load_p); and those of the
+ * whole-tile LATENT kernel (cuda/latent/latent_whole_kernel.cuh): S over 64 keys with Q and K from
+ * shared memory in two batches of k-steps (hopper_issue_scores_shared, wgmma m64n64k16), O = P V
+ * over four k-steps with P stored into one swizzled panel (latent_whole_store_p) and read back by
+ * hopper_load_a_fragment. For
  * 64, 128 and 256 channels in fp16 and bf16 (the PREFILL kernel is built for 128 and 256, LATENT's
  * for 576; the others show the blocks are right there too); and the PREFILL kernel's 128-key tiles
  * (16-bit caches at 128 channels: S with wgmma m64n128k16 over 128-row K, Q as registers and from
@@ -27,7 +31,7 @@
 
 #include <cuda_runtime.h>
 
-#include "../../cuda/latent/latent_hopper_kernel.cuh"
+#include "../../cuda/latent/latent_whole_kernel.cuh"
 #include "../../cuda/prefill/prefill_hopper_kernel.cuh"
 #include "sm90a_device.h"
 
@@ -106,13 +110,69 @@ __device__ void latent_blocks(unsigned char *q_tile, unsigned char *k_tile, unsi
 #pragma unroll
     for (int i = 0; i < 4; i++) o_panel[row_of(i) * D + 8 * n + col + (i & 1)] = out[n][i];
 }
+
+// The whole-tile kernel's blocks over the same tiles: S over all 64 keys in two batches of k-steps
+// (the kernel's low panels, then the rest), P into one panel per warpgroup (where latent_blocks'
+// panels were), then O = P V with P read back from it.
+template <typename T, int D>
+__device__ void latent_whole_blocks(unsigned char *q_tile, unsigned char *k_tile,
+                                    unsigned char *v_tile, unsigned char *p_panels,
+                                    const float *p, float *s_whole, float *o_whole) {
+  constexpr int kKeys = 64;
+  static_assert(latent_whole_geometry::kPanelBytes == 2 * kLatentPanelBytes,
+                "a warpgroup's P panel where latent_blocks put its two");
+  const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  const int g = lane / 4, col = (lane % 4) * 2;
+  auto row_of = [&](int i) { return wg * 64 + warp * 16 + g + 8 * (i / 2); };
+  float score[kKeys / 8][4];
+  wgmma_fence();
+  hopper_issue_scores_shared<T, kKeys, 0, D / 32>(score, shared_address(q_tile), kQRows, wg * 64,
+                                                  shared_address(k_tile));
+  hopper_issue_scores_shared<T, kKeys, D / 32, D / 16>(score, shared_address(q_tile), kQRows,
+                                                       wg * 64, shared_address(k_tile));
+  wgmma_commit();
+  wgmma_wait<0>();
+  wgmma_fence_operands(score);
+#pragma unroll
+  for (int j = 0; j < kKeys / 8; j++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const int key = 8 * j + col + (i & 1);
+      s_whole[row_of(i) * kKeys + key] = score[j][i];
+      score[j][i] = p[row_of(i) * kKeys + key];
+    }
+  unsigned char *p_panel = p_panels + wg * latent_whole_geometry::kPanelBytes;
+  named_barrier_sync(1 + wg, 128);  // latent_blocks' reads of these panels are done
+  latent_whole_store_p<T>(p_panel, score);
+  __syncwarp();
+  named_barrier_sync(1 + wg, 128);  // the warpgroup's P panel is written
+  uint32_t p_frag[kKeys / 16][4];
+#pragma unroll
+  for (int s = 0; s < kKeys / 16; s++) hopper_load_a_fragment(p_panel, 64, 0, s, p_frag[s]);
+  float out[32][4];
+#pragma unroll
+  for (int n = 0; n < 32; n++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) out[n][i] = 0.0f;
+  wgmma_fence();
+  hopper_issue_values<T, 256, kKeys / 16>(out, p_frag, shared_address(v_tile), kKeys, 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  wgmma_fence_operands(out);
+  wgmma_fence_operands(p_frag);
+#pragma unroll
+  for (int n = 0; n < D / 8; n++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) o_whole[row_of(i) * D + 8 * n + col + (i & 1)] = out[n][i];
+}
 #endif
 
 template <typename T, int D, int kKeys>
 __global__ void __launch_bounds__(kThreads) layout_kernel(const T *q, const T *k, const T *v,
                                                           const float *p, float *s_registers,
                                                           float *s_shared, float *o,
-                                                          float *s_n32, float *o_panel) {
+                                                          float *s_n32, float *o_panel,
+                                                          float *s_whole, float *o_whole) {
 #if PA_SM90A
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   using G = hopper_geometry<T, D>;
@@ -179,8 +239,10 @@ __global__ void __launch_bounds__(kThreads) layout_kernel(const T *q, const T *k
       for (int i = 0; i < 4; i++) dst[row_of(i) * D + 8 * n + col + (i & 1)] = out[n][i];
   };
   values_into(o);
-  if constexpr (kKeys == 64)
+  if constexpr (kKeys == 64) {
     latent_blocks<T, D>(q_tile, k_tile, v_tile, p_panels, p, s_n32, o_panel);
+    latent_whole_blocks<T, D>(q_tile, k_tile, v_tile, p_panels, p, s_whole, o_whole);
+  }
 #endif
 }
 
@@ -244,7 +306,7 @@ int check(const char *type_name, unsigned seed) {
   }
 
   T *dq, *dk, *dv;
-  float *dp, *ds_registers, *ds_shared, *do_, *ds_n32, *do_panel;
+  float *dp, *ds_registers, *ds_shared, *do_, *ds_n32, *do_panel, *ds_whole, *do_whole;
   CHECK(cudaMalloc(&dq, q_t.size() * sizeof(T)));
   CHECK(cudaMalloc(&dk, k_t.size() * sizeof(T)));
   CHECK(cudaMalloc(&dv, v_t.size() * sizeof(T)));
@@ -254,6 +316,8 @@ int check(const char *type_name, unsigned seed) {
   CHECK(cudaMalloc(&do_, o_want.size() * sizeof(float)));
   CHECK(cudaMalloc(&ds_n32, s_want.size() * sizeof(float)));
   CHECK(cudaMalloc(&do_panel, o_want.size() * sizeof(float)));
+  CHECK(cudaMalloc(&ds_whole, s_want.size() * sizeof(float)));
+  CHECK(cudaMalloc(&do_whole, o_want.size() * sizeof(float)));
   CHECK(cudaMemcpy(dq, q_t.data(), q_t.size() * sizeof(T), cudaMemcpyHostToDevice));
   CHECK(cudaMemcpy(dk, k_t.data(), k_t.size() * sizeof(T), cudaMemcpyHostToDevice));
   CHECK(cudaMemcpy(dv, v_t.data(), v_t.size() * sizeof(T), cudaMemcpyHostToDevice));
@@ -261,13 +325,18 @@ int check(const char *type_name, unsigned seed) {
   CHECK(cudaFuncSetAttribute(layout_kernel<T, D, kKeys>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes<D>()));
   layout_kernel<T, D, kKeys><<<1, kThreads, smem_bytes<D>()>>>(
-      dq, dk, dv, dp, ds_registers, ds_shared, do_, ds_n32, do_panel);
+      dq, dk, dv, dp, ds_registers, ds_shared, do_, ds_n32, do_panel, ds_whole, do_whole);
   CHECK(cudaGetLastError());
   CHECK(cudaDeviceSynchronize());
   std::vector<float> s_registers(s_want.size()), s_shared(s_want.size()), o(o_want.size());
   std::vector<float> s_n32(s_want.size()), o_panel(o_want.size());
   CHECK(cudaMemcpy(s_n32.data(), ds_n32, s_n32.size() * sizeof(float), cudaMemcpyDeviceToHost));
   CHECK(cudaMemcpy(o_panel.data(), do_panel, o_panel.size() * sizeof(float),
+                   cudaMemcpyDeviceToHost));
+  std::vector<float> s_whole(s_want.size()), o_whole(o_want.size());
+  CHECK(cudaMemcpy(s_whole.data(), ds_whole, s_whole.size() * sizeof(float),
+                   cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(o_whole.data(), do_whole, o_whole.size() * sizeof(float),
                    cudaMemcpyDeviceToHost));
   CHECK(cudaMemcpy(s_registers.data(), ds_registers, s_registers.size() * sizeof(float),
                    cudaMemcpyDeviceToHost));
@@ -283,6 +352,8 @@ int check(const char *type_name, unsigned seed) {
   cudaFree(do_);
   cudaFree(ds_n32);
   cudaFree(do_panel);
+  cudaFree(ds_whole);
+  cudaFree(do_whole);
 
   char what[96];
   int ok = 1;
@@ -299,6 +370,12 @@ int check(const char *type_name, unsigned seed) {
     snprintf(what, sizeof what, "%s d%d: O = P V, P through a swizzled panel (LATENT)", type_name,
              D);
     ok &= compare(what, o_want, o_panel, D);
+    snprintf(what, sizeof what, "%s d%d: S = Q K^T, two batches of k-steps (LATENT whole tiles)",
+             type_name, D);
+    ok &= compare(what, s_want, s_whole, kKeys);
+    snprintf(what, sizeof what, "%s d%d: O = P V, P through one panel (LATENT whole tiles)",
+             type_name, D);
+    ok &= compare(what, o_want, o_whole, D);
   }
   return ok;
 }
