@@ -1,18 +1,22 @@
-// The LATENT backend's Hopper kernel (sm_90a, fp16 / bf16 caches, head_size 576, v_head_size 512):
-// absorbed MLA decode on wgmma. Work units, row blocks of 64 (query token, query head) rows, splits
-// and schedule are LATENT's (PREFILL's prefill_work_of / prefill_unit_rows_of / prefill_unit_tiles,
-// the split merge); the compute is warpgroups fed by a producer, as in prefill_hopper_kernel.cuh.
+// The LATENT backend's half-stage Hopper kernel (sm_90a, fp16 / bf16 caches, head_size 576,
+// v_head_size 512), for 17-32 rows per sequence (latent.cu; more rows take
+// latent_whole_kernel.cuh): absorbed MLA decode on wgmma. Work units, row blocks of 64 (query
+// token, query head) rows, splits and schedule are LATENT's (PREFILL's prefill_work_of /
+// prefill_unit_rows_of / prefill_unit_tiles, the split merge); the compute is warpgroups fed by a
+// producer, as in prefill_hopper_kernel.cuh. The producer (latent_hopper_produce), the unit slot
+// and the page runs here serve the three LATENT Hopper kernels.
 //
-// A CTA is three warpgroups. The producer (warpgroup 0, registers given back with setmaxnreg)
-// takes a unit and gathers each of its 64-key latent tiles as two 32-key halves into a ring of two
-// tile slots (four half stages): each of its warps owns a 16-key run (one page: block sizes >= 16),
-// warps 0-1 the first half, 2-3 the second, every 16-byte chunk with cp.async at its
-// 128-byte-swizzled place (wgmma.cuh: a 576-channel row is nine 64-channel panels), rows outside
-// the unit's keys or in unmapped blocks zero-filled and left out of the half's loaded-keys word. A
-// tile slot is free again once the consumers are done with both halves, so one tile loads while
-// the other is computed. The unit slot (its rows' admitted keys and its 64 Q rows) is written once
-// the consumers have freed it, after the unit's first two tiles (a CTA's first unit: before them):
-// the ring stays full across unit boundaries.
+// A CTA is three warpgroups. The producer (warpgroup 0, registers given back with setmaxnreg) takes
+// a unit and gathers each of its 64-key latent tiles as two 32-key halves into a ring of two tile
+// slots (four half stages): each of its warps owns a 16-key run (one page: block sizes >= 16),
+// warps 0-1 the first half, 2-3 the second; a run wholly in the unit's keys and mapped goes as one
+// page box per 64-channel panel (kv_page_maps, TMA), any other with every lane's 16-byte cp.async,
+// each at its 128-byte-swizzled place (wgmma.cuh: a 576-channel row is nine 64-channel panels),
+// rows outside the unit's keys or in unmapped blocks zero-filled and left out of the half's
+// loaded-keys word. A tile slot is free again once the consumers are done with both halves, so one
+// tile loads while the other is computed. The unit slot (its rows' admitted keys and its 64 Q rows)
+// is written once the consumers have freed it, after the unit's first two tiles (a CTA's first
+// unit: before them): the ring stays full across unit boundaries.
 // Two consumer warpgroups share the 64 rows and each tile, a "seesaw" (FlashMLA's schedule): each
 // holds half of the output, O_w for value channels [256 w, 256 w + 256), and scores one half of the
 // tile, so one warpgroup's softmax runs while the other's GEMMs do.

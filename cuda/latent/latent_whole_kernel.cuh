@@ -1,19 +1,21 @@
 // The LATENT backend's whole-tile Hopper kernel (sm_90a, fp16 / bf16 caches, head_size 576,
 // v_head_size 512), for row blocks of more than 32 rows (latent.cu; up to 32, half-filled row
-// blocks run faster on latent_hopper_kernel.cuh's half stages): absorbed MLA decode on wgmma. Work units, row blocks of 64 (query token, query head) rows, splits
-// and schedule are LATENT's (PREFILL's prefill_work_of / prefill_unit_rows_of / prefill_unit_tiles,
-// the split merge); the compute is warpgroups fed by a producer, as in prefill_hopper_kernel.cuh.
+// blocks run faster on latent_hopper_kernel.cuh's half stages): absorbed MLA decode on wgmma. Work
+// units, row blocks of 64 (query token, query head) rows, splits and schedule are LATENT's
+// (PREFILL's prefill_work_of / prefill_unit_rows_of / prefill_unit_tiles, the split merge); the
+// compute is warpgroups fed by a producer, as in prefill_hopper_kernel.cuh.
 //
-// A CTA is three warpgroups. The producer (warpgroup 0, registers given back with setmaxnreg)
-// takes a unit and gathers each of its 64-key latent tiles into a ring of two tile slots: its warp
-// r owns keys 16 r .. 16 r + 15 (one page: block sizes >= 16), every 16-byte chunk with cp.async at
-// its 128-byte-swizzled place (wgmma.cuh: a 576-channel row is nine 64-channel panels), rows
-// outside the unit's keys or in unmapped blocks zero-filled and left out of the slot's loaded-keys
-// word. A slot's panels come in two groups with their own barriers: the low one (panels 0-3, the
-// value channels of consumer warpgroup 0) is refilled as soon as warpgroup 0 is done with it, the
-// high one (panels 4-8) once both are. The unit slot (its rows' admitted keys and its 64 Q rows) is
-// written once the consumers have freed it, after the unit's first two tiles (a CTA's first unit:
-// before them): the ring stays full across unit boundaries.
+// A CTA is three warpgroups. The producer (warpgroup 0, registers given back with setmaxnreg) takes
+// a unit and gathers each of its 64-key latent tiles into a ring of two tile slots: its warp r owns
+// keys 16 r .. 16 r + 15 (one page: block sizes >= 16), a run wholly in the unit's keys and mapped
+// as one page box per 64-channel panel (kv_page_maps, TMA), any other with every lane's 16-byte
+// cp.async, each at its 128-byte-swizzled place (wgmma.cuh: a 576-channel row is nine 64-channel
+// panels), rows outside the unit's keys or in unmapped blocks zero-filled and left out of the
+// slot's loaded-keys word. A slot's panels come in two groups with their own barriers: the low one
+// (panels 0-3, the value channels of consumer warpgroup 0) is refilled as soon as warpgroup 0 is
+// done with it, the high one (panels 4-8) once both are. The unit slot (its rows' admitted keys and
+// its 64 Q rows) is written once the consumers have freed it, after the unit's first two tiles (a
+// CTA's first unit: before them): the ring stays full across unit boundaries.
 // Two consumer warpgroups share the 64 rows, each holding half of the output: O_w for value
 // channels [256 w, 256 w + 256). They take whole tiles in turn (FlashMLA's "seesaw"): warpgroup w
 // scores the tiles of slot w, so each score GEMM is wgmma m64n64k16 over all 64 keys (Q and K from
