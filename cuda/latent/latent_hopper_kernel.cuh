@@ -380,6 +380,47 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
   asm volatile("cp.async.wait_all;" ::: "memory");  // nothing lands after the thread has left
 }
 
+// The end of a unit in the 64-row Hopper kernels, whose two consumer warpgroups hold the same
+// rows and half of the value channels each (warpgroup cw: channels 256 cw ..): each row's sum over
+// both warpgroups' keys through shared memory (my_sums / their_sums: this thread's first row,
+// row0 + group_id, in this warpgroup's area and the other's; its second row is 8 further; the
+// second barrier
+// orders every read of the sums before the next unit's writes), then this warpgroup's channels
+// of every valid row, finalized or as a split partial.
+template <typename T>
+__device__ __forceinline__ void latent_pair_store(
+    const prefill_params &P, const float (&out_acc)[kLatentHopperValueWidth / 16][4],
+    const float (&row_max)[2], const float (&row_sum)[2], float *my_sums, const float *their_sums,
+    int64_t first_token, int32_t first_head, int32_t split, int32_t splits, int valid_rows,
+    int row0, int group_id, int lane, int col, int cw) {
+  constexpr int kPairThreads = 2 * kLatentHopperWarpgroupThreads;
+  float l[2];
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    l[h] = row_sum[h];
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    if (lane % 4 == 0) my_sums[8 * h] = l[h];
+  }
+  named_barrier_sync(kLatentHopperSumBarrier, kPairThreads);
+#pragma unroll
+  for (int h = 0; h < 2; h++) l[h] += their_sums[8 * h];
+  named_barrier_sync(kLatentHopperSumBarrier, kPairThreads);
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const int r = row0 + group_id + 8 * h;
+    if (r >= valid_rows) continue;
+    const int64_t token = first_token + prefill_row_token(P, r);
+    const int head = first_head + prefill_row_head(P, r);
+    const prefill_row_state state = prefill_row_state_of<T>(P, head, splits, row_max[h], l[h]);
+    for_each_out_pair<T>(out_acc, h, col, [&](int c, float o0, float o1) {
+      c += cw * (kLatentHopperValueWidth / 2);
+      if (c < P.v_head_size)
+        prefill_store_pair<T, T>(P, token, head, 0, split, splits, c, state, o0, o1);
+    });
+  }
+}
+
 // The consumer warpgroups (see the header comment): consumer warpgroup cw scores half cw of each
 // tile and owns value channels 256 cw .. 256 cw + 255; its warp `quad` the rows 16 quad ..
 // 16 quad + 15. Each publishes its maxima in row_stats[cw][row].
@@ -523,34 +564,9 @@ __device__ __forceinline__ void latent_hopper_consume(const prefill_params &P,
     unit_pos.advance();
     if (!has_rows) continue;
 
-    // Each row's sum over both warpgroups' tiles (the last pair's barriers ordered every read of
-    // the maxima before these writes; the second barrier every read of the sums before the next
-    // unit's maxima), then this warpgroup's channels of every valid row.
-    float l[2];
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      l[h] = row_sum[h];
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-      if (lane % 4 == 0) my_stats[8 * h] = l[h];
-    }
-    named_barrier_sync(kLatentHopperSumBarrier, kPairThreads);
-#pragma unroll
-    for (int h = 0; h < 2; h++) l[h] += their_stats[8 * h];
-    named_barrier_sync(kLatentHopperSumBarrier, kPairThreads);
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const int r = row0 + group_id + 8 * h;
-      if (r >= valid_rows) continue;
-      const int64_t token = first_token + prefill_row_token(P, r);
-      const int head = first_head + prefill_row_head(P, r);
-      const prefill_row_state row = prefill_row_state_of<T>(P, head, splits, row_max[h], l[h]);
-      for_each_out_pair<T>(out_acc, h, col, [&](int c, float o0, float o1) {
-        c += cw * (kLatentHopperValueWidth / 2);
-        if (c < P.v_head_size)
-          prefill_store_pair<T, T>(P, token, head, 0, split, splits, c, row, o0, o1);
-      });
-    }
+    // (the last pair's barriers ordered every read of the maxima before the sums' writes)
+    latent_pair_store<T>(P, out_acc, row_max, row_sum, my_stats, their_stats, first_token,
+                         first_head, split, splits, valid_rows, row0, group_id, lane, col, cw);
   }
 }
 

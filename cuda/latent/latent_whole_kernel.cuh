@@ -398,33 +398,8 @@ __device__ __forceinline__ void latent_whole_consume(const prefill_params &P,
     unit_pos.advance();
     if (!has_rows) continue;
 
-    // Each row's sum over both warpgroups' tiles (the second barrier orders every read of the
-    // sums before the next unit's writes), then this warpgroup's channels of every valid row.
-    float l[2];
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      l[h] = row_sum[h];
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-      if (lane % 4 == 0) my_sums[8 * h] = l[h];
-    }
-    named_barrier_sync(kLatentHopperSumBarrier, kPairThreads);
-#pragma unroll
-    for (int h = 0; h < 2; h++) l[h] += their_sums[8 * h];
-    named_barrier_sync(kLatentHopperSumBarrier, kPairThreads);
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const int r = row0 + group_id + 8 * h;
-      if (r >= valid_rows) continue;
-      const int64_t token = first_token + prefill_row_token(P, r);
-      const int head = first_head + prefill_row_head(P, r);
-      const prefill_row_state row = prefill_row_state_of<T>(P, head, splits, row_max[h], l[h]);
-      for_each_out_pair<T>(out_acc, h, col, [&](int c, float o0, float o1) {
-        c += cw * (kLatentHopperValueWidth / 2);
-        if (c < P.v_head_size)
-          prefill_store_pair<T, T>(P, token, head, 0, split, splits, c, row, o0, o1);
-      });
-    }
+    latent_pair_store<T>(P, out_acc, row_max, row_sum, my_sums, their_sums, first_token,
+                         first_head, split, splits, valid_rows, row0, group_id, lane, col, cw);
   }
 }
 
