@@ -45,6 +45,7 @@ struct shape {
   const char *label;
   int heads, kv_heads, head_size;
   std::vector<int> kv_lens;  // per sequence, the current token included
+  int table_keys = 0;        // the block table's width in keys (0: the longest sequence's)
 };
 
 struct config {
@@ -115,6 +116,7 @@ void setup(device_problem &p, const config &cfg, uint64_t seed) {
     p.num_blocks += (L + bs - 1) / bs;
     p.blocks_per_seq = std::max(p.blocks_per_seq, (L + bs - 1) / bs);
   }
+  p.blocks_per_seq = std::max(p.blocks_per_seq, (s.table_keys + bs - 1) / bs);
   // block ids: a random permutation of the pool, as a serving engine's allocator leaves it
   std::vector<int32_t> ids((size_t)p.num_blocks);
   for (int64_t i = 0; i < p.num_blocks; i++) ids[(size_t)i] = (int32_t)i;
@@ -435,6 +437,11 @@ int main(int argc, char **argv) {
   shape skew = uniform("32/8 d128 1x128k+63x2k", 32, 8, 128, 64, 2048);
   skew.kv_lens[0] = 131072;
   shapes.push_back(skew);
+  // a serving engine's table sized for the longest context it allows: the split size follows the
+  // table's capacity (it may not depend on the bounds), so a short sequence gets few splits
+  shape wide = uniform("32/8 d128 1x8k in a 128k table", 32, 8, 128, 1, 8192);
+  wide.table_keys = 131072;
+  shapes.push_back(wide);
 
   int failures = 0;
   uint64_t seed = 1234;
