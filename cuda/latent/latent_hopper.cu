@@ -6,10 +6,10 @@
 
 namespace pa {
 namespace detail {
-PA_LATENT_HOPPER_INSTANTIATE(__half)
-PA_LATENT_HOPPER_INSTANTIATE(__nv_bfloat16)
-PA_LATENT_WHOLE_INSTANTIATE(__half)
-PA_LATENT_WHOLE_INSTANTIATE(__nv_bfloat16)
+PA_LATENT_HOPPER_ENTRY_POINTS(latent_hopper, __half)
+PA_LATENT_HOPPER_ENTRY_POINTS(latent_hopper, __nv_bfloat16)
+PA_LATENT_HOPPER_ENTRY_POINTS(latent_whole, __half)
+PA_LATENT_HOPPER_ENTRY_POINTS(latent_whole, __nv_bfloat16)
 PA_LATENT_NARROW_INSTANTIATE(__half, kLatentNarrowRows)
 PA_LATENT_NARROW_INSTANTIATE(__nv_bfloat16, kLatentNarrowRows)
 }  // namespace detail

@@ -570,6 +570,38 @@ __device__ __forceinline__ void latent_hopper_consume(const prefill_params &P,
   }
 }
 
+// The barriers of the half-stage kernel's shared memory, by one thread before anything waits.
+__device__ __forceinline__ void latent_init_barriers(const latent_hopper_smem &S) {
+  for (int i = 0; i < kLatentHopperStages; i++) mbarrier_init(S.full(i), kLatentHopperHalfThreads);
+  for (int i = 0; i < kLatentHopperTileSlots; i++)
+    mbarrier_init(S.empty(i), kLatentHopperConsumerThreads);
+  mbarrier_init(S.unit_full(), kLatentHopperWarpgroupThreads);
+  mbarrier_init(S.unit_empty(), kLatentHopperConsumerThreads);
+}
+
+// The body of both 64-row kernels (this one and latent_whole_kernel.cuh's) once their shared
+// memory S is placed: its barriers (latent_init_barriers), the chained wait, then the producer
+// warpgroup (registers given back) and the two consumer warpgroups (registers taken,
+// consume()).
+template <typename T, typename Smem, typename Consume>
+__device__ __forceinline__ void latent_hopper_roles(const prefill_params &P,
+                                                    const kv_page_maps &maps, const Smem &S,
+                                                    Consume &&consume) {
+  if (threadIdx.x == 0) {
+    latent_init_barriers(S);
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+  wait_for_previous_kernel();
+  if (threadIdx.x < kLatentHopperWarpgroupThreads) {
+    warpgroup_registers_release<kLatentHopperProducerRegisters>();
+    latent_hopper_produce<T>(P, maps, S);
+  } else {
+    warpgroup_registers_claim<kLatentHopperConsumerRegisters>();
+    consume();
+  }
+}
+
 #endif  // PA_SM90A
 
 // A persistent grid of one CTA per multiprocessor; the producer takes the units.
@@ -580,24 +612,7 @@ __global__ void __launch_bounds__(kLatentHopperThreads, 1) latent_hopper_kernel(
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const latent_hopper_smem S = {smem_raw +
                                 ((1024u - (shared_address(smem_raw) & 1023u)) & 1023u)};
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < kLatentHopperStages; i++)
-      mbarrier_init(S.full(i), kLatentHopperHalfThreads);
-    for (int i = 0; i < kLatentHopperTileSlots; i++)
-      mbarrier_init(S.empty(i), kLatentHopperConsumerThreads);
-    mbarrier_init(S.unit_full(), kLatentHopperWarpgroupThreads);
-    mbarrier_init(S.unit_empty(), kLatentHopperConsumerThreads);
-    mbarrier_init_fence();
-  }
-  __syncthreads();
-  wait_for_previous_kernel();
-  if (threadIdx.x < kLatentHopperWarpgroupThreads) {
-    warpgroup_registers_release<kLatentHopperProducerRegisters>();
-    latent_hopper_produce<T>(P, maps, S);
-  } else {
-    warpgroup_registers_claim<kLatentHopperConsumerRegisters>();
-    latent_hopper_consume<T>(P, S);
-  }
+  latent_hopper_roles<T>(P, maps, S, [&] { latent_hopper_consume<T>(P, S); });
 #endif
 }
 
@@ -608,18 +623,19 @@ template <typename T>
 cudaError_t latent_hopper_launch(const prefill_params &P, const kv_page_maps &maps, dim3 grid,
                                  int smem_bytes, cudaStream_t stream, bool chained);
 
-#define PA_LATENT_HOPPER_INSTANTIATE(T)                                                        \
+// The entry points NAME##_set_smem<T> and NAME##_launch<T> of the 64-row kernel NAME##_kernel<T>
+// (latent_hopper or latent_whole).
+#define PA_LATENT_HOPPER_ENTRY_POINTS(NAME, T)                                                 \
   template <>                                                                                  \
-  cudaError_t latent_hopper_set_smem<T>(int smem_bytes) {                                      \
-    return cudaFuncSetAttribute(latent_hopper_kernel<T>,                                       \
-                                cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);      \
+  cudaError_t NAME##_set_smem<T>(int smem_bytes) {                                             \
+    return cudaFuncSetAttribute(NAME##_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, \
+                                smem_bytes);                                                   \
   }                                                                                            \
   template <>                                                                                  \
-  cudaError_t latent_hopper_launch<T>(const prefill_params &P, const kv_page_maps &maps,       \
-                                      dim3 grid, int smem_bytes, cudaStream_t stream,          \
-                                      bool chained) {                                          \
-    return launch_chained(latent_hopper_kernel<T>, grid, kLatentHopperThreads,                 \
-                          (size_t)smem_bytes, stream, chained, P, maps);                       \
+  cudaError_t NAME##_launch<T>(const prefill_params &P, const kv_page_maps &maps, dim3 grid,   \
+                               int smem_bytes, cudaStream_t stream, bool chained) {            \
+    return launch_chained(NAME##_kernel<T>, grid, kLatentHopperThreads, (size_t)smem_bytes,    \
+                          stream, chained, P, maps);                                           \
   }
 
 }  // namespace detail

@@ -123,6 +123,19 @@ struct latent_whole_smem {
 
 #if PA_SM90A
 
+// The barriers of the whole-tile kernel's shared memory, by one thread before anything waits
+// (latent_hopper_roles).
+__device__ __forceinline__ void latent_init_barriers(const latent_whole_smem &S) {
+  for (int t = 0; t < kLatentHopperTileSlots; t++) {
+    mbarrier_init(S.full(t, 0), kLatentWholeLoadThreads);
+    mbarrier_init(S.full(t, 1), kLatentWholeLoadThreads);
+    mbarrier_init(S.empty(t, 0), kLatentHopperWarpgroupThreads);  // consumer warpgroup 0
+    mbarrier_init(S.empty(t, 1), 2 * kLatentHopperWarpgroupThreads);
+  }
+  mbarrier_init(S.unit_full(), kLatentHopperWarpgroupThreads);
+  mbarrier_init(S.unit_empty(), 2 * kLatentHopperWarpgroupThreads);
+}
+
 // P (rounded to T) of this thread's scores (the accumulator layout of m64n64k16) into a swizzled
 // panel of [64 rows][64 keys], where hopper_load_a_fragment reads it back as A fragments: each
 // warp's stores and loads touch 32 different banks.
@@ -413,26 +426,7 @@ __global__ void __launch_bounds__(kLatentHopperThreads, 1) latent_whole_kernel(
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const latent_whole_smem S = {smem_raw +
                                 ((1024u - (shared_address(smem_raw) & 1023u)) & 1023u)};
-  if (threadIdx.x == 0) {
-    for (int t = 0; t < kLatentHopperTileSlots; t++) {
-      mbarrier_init(S.full(t, 0), kLatentWholeLoadThreads);
-      mbarrier_init(S.full(t, 1), kLatentWholeLoadThreads);
-      mbarrier_init(S.empty(t, 0), kLatentHopperWarpgroupThreads);  // consumer warpgroup 0
-      mbarrier_init(S.empty(t, 1), 2 * kLatentHopperWarpgroupThreads);
-    }
-    mbarrier_init(S.unit_full(), kLatentHopperWarpgroupThreads);
-    mbarrier_init(S.unit_empty(), 2 * kLatentHopperWarpgroupThreads);
-    mbarrier_init_fence();
-  }
-  __syncthreads();
-  wait_for_previous_kernel();
-  if (threadIdx.x < kLatentHopperWarpgroupThreads) {
-    warpgroup_registers_release<kLatentHopperProducerRegisters>();
-    latent_hopper_produce<T>(P, maps, S);
-  } else {
-    warpgroup_registers_claim<kLatentHopperConsumerRegisters>();
-    latent_whole_consume<T>(P, S);
-  }
+  latent_hopper_roles<T>(P, maps, S, [&] { latent_whole_consume<T>(P, S); });
 #endif
 }
 
@@ -442,20 +436,6 @@ cudaError_t latent_whole_set_smem(int smem_bytes);
 template <typename T>
 cudaError_t latent_whole_launch(const prefill_params &P, const kv_page_maps &maps, dim3 grid,
                                  int smem_bytes, cudaStream_t stream, bool chained);
-
-#define PA_LATENT_WHOLE_INSTANTIATE(T)                                                        \
-  template <>                                                                                  \
-  cudaError_t latent_whole_set_smem<T>(int smem_bytes) {                                      \
-    return cudaFuncSetAttribute(latent_whole_kernel<T>,                                       \
-                                cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);      \
-  }                                                                                            \
-  template <>                                                                                  \
-  cudaError_t latent_whole_launch<T>(const prefill_params &P, const kv_page_maps &maps,       \
-                                      dim3 grid, int smem_bytes, cudaStream_t stream,          \
-                                      bool chained) {                                          \
-    return launch_chained(latent_whole_kernel<T>, grid, kLatentHopperThreads,                 \
-                          (size_t)smem_bytes, stream, chained, P, maps);                       \
-  }
 
 }  // namespace detail
 }  // namespace pa
