@@ -7,7 +7,8 @@ ROWS_FILE has one row per line, `name | bench program and its arguments | kernel
 (a regex over the demangled name; `#` starts a comment). Without it, the DECODE rows of issue 21
 below. Each row runs `ncu --clock-control none` on BUILD/bench/PROGRAM ARGS, skipping the first
 three matching launches (the correctness check and warm-up) and profiling the next one with the
-sections SpeedOfLight, Occupancy, LaunchStats, WarpStateStats and SchedulerStats; the report goes to
+sections SpeedOfLight, Occupancy, LaunchStats, WarpStateStats, SchedulerStats and
+ComputeWorkloadAnalysis (pipe utilization); the report goes to
 OUTDIR/NAME.ncu-rep and its raw metrics to OUTDIR/NAME.csv. Printed last, one line per row:
 kernel time, DRAM and SM throughput (% of peak), achieved occupancy, issue slots busy, warp cycles
 per issued instruction, and the four largest stall reasons (warps stalled per issued instruction).
@@ -34,7 +35,8 @@ ISSUE_21_ROWS = [
     ("write 8192 int8", 'pa_bench_write --only "8192 int8 unstaged"', "write_copy_kernel"),
 ]
 
-SECTIONS = ["SpeedOfLight", "Occupancy", "LaunchStats", "WarpStateStats", "SchedulerStats"]
+SECTIONS = ["SpeedOfLight", "Occupancy", "LaunchStats", "WarpStateStats", "SchedulerStats",
+            "ComputeWorkloadAnalysis"]
 COLUMNS = [
     ("us", "gpu__time_duration.sum", 1e-3),
     ("DRAM %", "dram__throughput.avg.pct_of_peak_sustained_elapsed", 1),
