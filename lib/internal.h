@@ -39,6 +39,11 @@ struct pa_plan {
   pa_backend backend;
   pa__workspace_layout workspace; /* empty for REFERENCE */
   int32_t q_staged_region;      /* the write path's staged Q in workspace, or -1 */
+  /* A backend's arrival counters (32-bit words in a workspace region), which the write kernel
+   * zeroes in every execute before the backend's kernels use them (DECODE's CTAs counting the
+   * splits of a row block, the last one merging them); region -1: none. */
+  int32_t arrivals_region;
+  uint32_t arrival_count;
   const struct pa__backend_ops *ops; /* NULL for REFERENCE */
   void *backend_state;          /* owned by ops: kernel variant, launch geometry, kernel parameters */
   void *write_state;            /* owned by the write path (pa__write_plan); NULL for host plans */

@@ -187,6 +187,7 @@ pa_status pa_plan_create(pa_plan **out, const pa_attributes *attrs,
   pa_plan *plan = calloc(1, sizeof *plan);
   if (!plan) return pa__fail(PA_ERROR_OUT_OF_MEMORY, "plan: host allocation failed");
   plan->q_staged_region = -1;
+  plan->arrivals_region = -1;
   pa_status st = pa__validate(&plan->problem, attrs, inputs, outputs, opts.attention_metadata,
                               max_qk_bytes);
   if (st != PA_SUCCESS) goto fail;

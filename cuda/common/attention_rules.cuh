@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "chained_launch.cuh"
 #include "numeric.cuh"
 
 namespace pa {
@@ -18,19 +19,21 @@ constexpr float kLog2e = 1.4426950408889634f;
 // The sequence b of packed token t: cu[b] <= t < cu[b+1] (cu = cumulative_sequence_length), or -1
 // when t >= cu[batch_size] (the token belongs to no sequence). Correct for any ragged batch,
 // zero-token sequences included; decode steps (one token per sequence) resolve with two loads.
+template <bool kBeforeWait = false>
 __device__ __forceinline__ int32_t token_sequence(const int32_t *cu, int32_t batch_size,
                                                   int64_t t) {
+  const auto cu_at = [&](int32_t b) { return load_step_input<kBeforeWait>(cu + b); };
   int32_t guess = (int32_t)(t < batch_size - 1 ? t : batch_size - 1);
-  if (__ldg(cu + guess) <= t && t < __ldg(cu + guess + 1)) return guess;
+  if (cu_at(guess) <= t && t < cu_at(guess + 1)) return guess;
   int32_t lo = 0, hi = batch_size;  // the last b with cu[b] <= t lies in [lo, hi)
   while (hi - lo > 1) {
     int32_t mid = (lo + hi) / 2;
-    if (__ldg(cu + mid) <= t)
+    if (cu_at(mid) <= t)
       lo = mid;
     else
       hi = mid;
   }
-  return (__ldg(cu + lo) <= t && t < __ldg(cu + lo + 1)) ? lo : -1;
+  return (cu_at(lo) <= t && t < cu_at(lo + 1)) ? lo : -1;
 }
 
 // What a step says of sequence b: its first packed token, its new tokens, and the keys it has
@@ -38,13 +41,14 @@ __device__ __forceinline__ int32_t token_sequence(const int32_t *cu, int32_t bat
 struct sequence_span {
   int64_t first_token, q_len, past, kv_len;
 };
+template <bool kBeforeWait = false>
 __device__ __forceinline__ sequence_span load_sequence_span(const int32_t *cu_seqlens,
                                                             const int32_t *past_seqlens,
                                                             int32_t b) {
   sequence_span s;
-  s.first_token = __ldg(cu_seqlens + b);
-  s.q_len = __ldg(cu_seqlens + b + 1) - s.first_token;
-  s.past = __ldg(past_seqlens + b);
+  s.first_token = load_step_input<kBeforeWait>(cu_seqlens + b);
+  s.q_len = load_step_input<kBeforeWait>(cu_seqlens + b + 1) - s.first_token;
+  s.past = load_step_input<kBeforeWait>(past_seqlens + b);
   s.kv_len = s.past + s.q_len;
   return s;
 }
@@ -52,16 +56,17 @@ __device__ __forceinline__ sequence_span load_sequence_span(const int32_t *cu_se
 // The position of packed token t, whose sequence's first packed token is first_token:
 // query_positions[t] when given, else the sequence's past length (past_of(), called only then, so
 // a kernel may pass a length it loaded early) + t's index among the sequence's new tokens.
-template <typename PastOf>
+template <bool kBeforeWait = false, typename PastOf>
 __device__ __forceinline__ int64_t token_position(const int32_t *query_positions,
                                                   int64_t first_token, int64_t t, PastOf past_of) {
-  return query_positions ? (int64_t)__ldg(query_positions + t)
+  return query_positions ? (int64_t)load_step_input<kBeforeWait>(query_positions + t)
                          : (int64_t)past_of() + (t - first_token);
 }
 // The same for a token of sequence span `s`.
+template <bool kBeforeWait = false>
 __device__ __forceinline__ int64_t token_position(const int32_t *query_positions,
                                                   const sequence_span &s, int64_t t) {
-  return token_position(query_positions, s.first_token, t, [&] { return s.past; });
+  return token_position<kBeforeWait>(query_positions, s.first_token, t, [&] { return s.past; });
 }
 
 // The keys [lo, hi) a query at position `pos` admits in a sequence of kv_len keys: causal

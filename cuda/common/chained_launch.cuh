@@ -23,7 +23,20 @@ __device__ __forceinline__ void let_next_kernel_launch() {
 #endif
 }
 
-// Called by a chained kernel before its first global memory access. A kernel that calls it has
+// A load of a step's input (lengths, positions, block-table entries): through the non-coherent
+// cache, or with kBeforeWait through L2 alone, for a kernel that reads it before its wait (DECODE's
+// static grid, Q included), where nothing documented promises that the non-coherent path sees what
+// a kernel two launches back wrote.
+template <bool kBeforeWait = false>
+__device__ __forceinline__ int32_t load_step_input(const int32_t *p) {
+  if constexpr (kBeforeWait)
+    return __ldcg(p);
+  else
+    return __ldg(p);
+}
+
+// Called by a chained kernel before its first global memory access of anything the previous
+// kernels may write (DECODE's static grid reads the step's inputs before it, load_step_input). A kernel that calls it has
 // passed its wait before the next kernel starts, so everything before it in the stream is
 // complete by then (the schedule kernels rely on that to run beside the write kernel).
 __device__ __forceinline__ void wait_for_previous_kernel() {

@@ -27,8 +27,11 @@
 namespace pa {
 namespace detail {
 
-// kRowBytes: a row of the shared tiles (DMAX channels and a pad).
-template <typename C, int DMAX, int kThreads, int kRowBytes, int kStages>
+// kRowBytes: a row of the shared tiles (DMAX channels and a pad). kEntriesBeforeWait: the
+// block-table entries through L2 (load_step_input), for a kernel whose first ones are read before
+// its chained wait (run_tiles' before_loads).
+template <typename C, int DMAX, int kThreads, int kRowBytes, int kStages,
+          bool kEntriesBeforeWait = false>
 struct kv_tile_loader {
   static constexpr int kTileKeys = 64;
   static constexpr int kChunks = DMAX * (int)sizeof(C) / 16;
@@ -83,7 +86,9 @@ struct kv_tile_loader {
   // when the tile is issued, so the lookup's latency hides behind a tile of work.
   __device__ __forceinline__ int32_t entry(int t) const {
     const bool inside = t < last_tile || (t == last_tile && edge_rows >> 16 != 0u);
-    return inside ? kv_block_entry(kv, table_row, run_key0 + (int64_t)t * kTileKeys) : -1;
+    return inside ? kv_block_entry<kEntriesBeforeWait>(kv, table_row,
+                                                       run_key0 + (int64_t)t * kTileKeys)
+                  : -1;
   }
 
   __device__ __forceinline__ void issue(int t, int32_t block_entry) const {
@@ -113,12 +118,14 @@ struct kv_tile_loader {
   }
 
   // Tiles [begin, end) through the ring: tile t + kStages - 1's loads are in flight while
-  // consume(t, stage) computes on tile t. Ends with every load landed and the ring free.
-  template <typename Consume>
-  __device__ __forceinline__ void run_tiles(int begin, int end, Consume &&consume) const {
+  // consume(t, stage) computes on tile t; before_loads() runs once the first block-table entries
+  // are asked for, before any cache load. Ends with every load landed and the ring free.
+  template <typename Consume, typename BeforeLoads = nothing_before_loads>
+  __device__ __forceinline__ void run_tiles(int begin, int end, Consume &&consume,
+                                            BeforeLoads &&before_loads = BeforeLoads()) const {
     cp_async_tile_ring<kStages>(
         begin, end, [&](int t) { return entry(t); },
-        [&](int t, int32_t block_entry) { issue(t, block_entry); }, consume);
+        [&](int t, int32_t block_entry) { issue(t, block_entry); }, consume, before_loads);
   }
 };
 

@@ -21,6 +21,7 @@
 
 #include <stdint.h>
 
+#include "chained_launch.cuh"
 #include "numeric.cuh"
 
 namespace pa {
@@ -42,10 +43,14 @@ struct paged_kv_layout {
 
 // The block-table entry of key position `key` (key >= 0) as stored, or -1 when the key lies past
 // the table's width. Kernels that prefetch the entry validate it later with kv_block_mapped.
+// kBeforeWait: load_step_input's.
+template <bool kBeforeWait = false>
 __device__ __forceinline__ int32_t kv_block_entry(const paged_kv_layout &kv,
                                                   const int32_t *table_row, int64_t key) {
   int64_t logical_block = key >> kv.block_shift;
-  return logical_block < kv.max_blocks_per_seq ? __ldg(table_row + logical_block) : -1;
+  return logical_block < kv.max_blocks_per_seq
+             ? load_step_input<kBeforeWait>(table_row + logical_block)
+             : -1;
 }
 // The entry as a physical block, or -1 when it is outside [0, num_blocks) (-1 and any other).
 __device__ __forceinline__ int32_t kv_block_mapped(const paged_kv_layout &kv, int32_t entry) {

@@ -167,28 +167,32 @@ __global__ void __launch_bounds__(kMergeThreads) split_merge_kernel(const split_
   }
 }
 
-// The same merge for plans of at most kMaxSplits (<= 32) split slots, a warp per (token, head) and
-// kMergeWarps heads per CTA (split_merge_launch_for, launch_common.cuh): every load of a row goes
-// out at once (lane s its split's max and sum, every lane its channels of each split), with no
-// barrier; split_merge_kernel spent its time in barriers and dependent loads for two splits
-// (DECODE 64/8 d64 64 x 8k: 17.8 us of a 312 us step). It reproduces split_merge_kernel's
-// arithmetic: with at most 32 splits, every split's max and sum are on a lane of warp 0 there
-// (the other warps add -inf and +0 to a maximum and a sum >= +0: no change), and its four classes
-// s % kMergeWarps (warps there, accumulators here, zero when empty) are each summed in split order
-// and then in class order, so the bits agree (test_decode: decode_metadata_bitwise_merge_shapes).
-// count <= num_split_slots <= kMaxSplits.
+// A CTA's arrival at a counter of split partials, made by one thread after a barrier of every
+// thread that wrote the CTA's rows: a release (cumulative through the barrier: those rows are
+// visible at gpu scope before the count is) and an acquire (after a second barrier, the CTA reads
+// the rows of the arrivals counted before it). Returns the count before this arrival.
+__device__ __forceinline__ unsigned int arrive_after_partials(unsigned int *counter) {
+  unsigned int before;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
+               : "=r"(before)
+               : "l"(counter)
+               : "memory");
+  return before;
+}
+
+// The same merge for at most kMaxSplits (<= 32) items, by one warp for one (token, head): every
+// load of a row goes out at once (lane s its split's max and sum, every lane its channels of each
+// split), with no barrier. It reproduces split_merge_kernel's arithmetic: with at most 32 splits,
+// every split's max and sum are on a lane of warp 0 there (the other warps add -inf and +0 to a
+// maximum and a sum >= +0: no change), and its four classes s % kMergeWarps (warps there,
+// accumulators here, zero when empty) are each summed in split order and then in class order, so
+// the bits agree (test_decode: decode_metadata_bitwise_merge_shapes). The loads go to L2
+// (`ld.global.cg`): DECODE's kernel merges its own splits, rows that other multiprocessors wrote
+// during the same launch. count <= kMaxSplits.
 template <typename T, int kVecsPerLane, int kMaxSplits>
-__global__ void __launch_bounds__(kMergeThreads)
-    split_merge_few_kernel(const split_merge_params P) {
+__device__ __forceinline__ void merge_row_in_warp(const split_merge_params &P, int64_t token,
+                                                  int head, int64_t first, int count, int lane) {
   static_assert(kMaxSplits <= 32, "every split on a lane of the first warp's tree");
-  wait_for_previous_kernel();
-  const int64_t token = blockIdx.x;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int head = blockIdx.y * kMergeWarps + warp;
-  if (head >= P.num_heads) return;
-  int64_t first;
-  int count;
-  if (!merge_items(P, token, &first, &count)) return;
   const int head_size = P.head_size;
   const int kv_head = head / P.group_size;
   const float2 *ml = P.partial_ml + first * P.num_heads + head;
@@ -196,14 +200,15 @@ __global__ void __launch_bounds__(kMergeThreads)
       reinterpret_cast<const float4 *>(P.partial_out + (first * P.num_heads + head) * head_size);
   const int64_t split_stride = (int64_t)P.num_heads * head_size / 4;
   const int vecs = head_size / 4;
-  const float2 mine = lane < count ? ml[(int64_t)lane * P.num_heads] : make_float2(0.0f, 0.0f);
+  const float2 mine =
+      lane < count ? __ldcg(ml + (int64_t)lane * P.num_heads) : make_float2(0.0f, 0.0f);
   float4 row[kMaxSplits][kVecsPerLane];
 #pragma unroll
   for (int s = 0; s < kMaxSplits; s++)
 #pragma unroll
     for (int k = 0; k < kVecsPerLane; k++) {
       const int v = lane + 32 * k;
-      row[s][k] = s < count && v < vecs ? partial[s * split_stride + v]
+      row[s][k] = s < count && v < vecs ? __ldcg(partial + s * split_stride + v)
                                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
 
@@ -251,6 +256,24 @@ __global__ void __launch_bounds__(kMergeThreads)
     out[4 * v + 2] = merge_output<T>(P, kv_head, m, l, o.z, sink, 4 * v + 2);
     out[4 * v + 3] = merge_output<T>(P, kv_head, m, l, o.w, sink, 4 * v + 3);
   }
+}
+
+// merge_row_in_warp as a kernel for plans of at most kMaxSplits split slots: a warp per (token,
+// head), kMergeWarps heads per CTA (split_merge_launch_for, launch_common.cuh), every load of a row
+// at once and no barrier; split_merge_kernel spent its time in barriers and dependent loads for two
+// splits (DECODE 64/8 d64 64 x 8k: 17.8 us of a 312 us step).
+template <typename T, int kVecsPerLane, int kMaxSplits>
+__global__ void __launch_bounds__(kMergeThreads)
+    split_merge_few_kernel(const split_merge_params P) {
+  wait_for_previous_kernel();
+  const int64_t token = blockIdx.x;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int head = blockIdx.y * kMergeWarps + warp;
+  if (head >= P.num_heads) return;
+  int64_t first;
+  int count;
+  if (!merge_items(P, token, &first, &count)) return;
+  merge_row_in_warp<T, kVecsPerLane, kMaxSplits>(P, token, head, first, count, lane);
 }
 
 }  // namespace detail

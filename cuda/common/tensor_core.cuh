@@ -41,15 +41,22 @@ __device__ __forceinline__ void cp_async_wait() {
 // lookup is made after the issue that consumes the previous one: made before it, both values were
 // live at once and ptxas moved the fresh one into the loop's register at once, which waited for
 // the load right there (DECODE: 15 % of its samples). Tile is the index type (DECODE's 32-bit
-// tiles keep its loop's arithmetic 32-bit). Every thread of the block calls it; it ends with every
-// load landed and the ring free.
-template <int kStages, typename Tile, typename Entry, typename Issue, typename Consume>
+// tiles keep its loop's arithmetic 32-bit). before_loads() runs between the first lookups and the
+// first issue (DECODE's chained wait for the caches, so the lookups' latency hides behind it).
+// Every thread of the block calls it; it ends with every load landed and the ring free.
+struct nothing_before_loads {
+  __device__ __forceinline__ void operator()() const {}
+};
+template <int kStages, typename Tile, typename Entry, typename Issue, typename Consume,
+          typename BeforeLoads = nothing_before_loads>
 __device__ __forceinline__ void cp_async_tile_ring(Tile begin, Tile end, Entry &&entry,
-                                                   Issue &&issue, Consume &&consume) {
+                                                   Issue &&issue, Consume &&consume,
+                                                   BeforeLoads &&before_loads = BeforeLoads()) {
   // the prologue's lookups and the loop's first all go out together
   int32_t entries[kStages];
 #pragma unroll
   for (int s = 0; s < kStages; s++) entries[s] = begin + s < end ? entry(begin + s) : -1;
+  before_loads();
 #pragma unroll
   for (int s = 0; s < kStages - 1; s++) {
     if (begin + s < end) issue(begin + s, entries[s]);

@@ -41,6 +41,9 @@ struct decode_state {
   dim3 grid;
   int smem_bytes;
   bool work_list;  // schedule the non-empty splits on device (several tokens and split slots)
+  // the static grid's last CTA of a row block merges its splits (decode_merge_if_last): no merge
+  // kernel; its arrival counters are pa_plan::arrivals_region, zeroed by the write kernel
+  bool merge_in_kernel;
   bool chained;    // programmatic dependent launch (compute capability 9.0 and newer)
   // the kernels' parameters less the call's pointers
   decode_params params;
@@ -188,6 +191,8 @@ pa_status decode_plan(pa_plan *plan, int setup_device) {
   const int64_t cta_heads = (int64_t)p->kv_num_heads * head_chunks;
   const int64_t items = p->token_count * num_split_slots;  // the most work items a step can have
   s->work_list = num_split_slots > 1 && p->token_count > 1;
+  s->merge_in_kernel =
+      !s->work_list && num_split_slots > 1 && num_split_slots <= kDecodeMergeSplits;
   s->chained = plan->caps.compute_capability_major >= 9;
   fill_params(p, s, tiles_per_split, num_split_slots, head_chunks);
   // Q is the step's input unless the write path stages it (its region is planned before this)
@@ -227,6 +232,13 @@ pa_status decode_plan(pa_plan *plan, int setup_device) {
       s->work_counter_region = pa__workspace_add(w, "DECODE work list: counter", 1,
                                                  sizeof(unsigned int), PA_WORKSPACE_ALIGNMENT);
     }
+    if (s->merge_in_kernel) {
+      const uint64_t counters = (uint64_t)p->token_count * cta_heads;
+      plan->arrivals_region =
+          pa__workspace_add(w, "DECODE merge arrivals [token][cta head] (zeroed by the write path)",
+                            counters, sizeof(unsigned int), PA_WORKSPACE_ALIGNMENT);
+      plan->arrival_count = (uint32_t)counters;
+    }
   }
   const char *env = getenv("PA_DEBUG");
   if (env && strcmp(env, "1") == 0)
@@ -236,6 +248,7 @@ pa_status decode_plan(pa_plan *plan, int setup_device) {
             s->grid.x, s->grid.y, kDecodeThreads, s->smem_bytes, tiles_per_split,
             kDecodeTileKeys, num_split_slots,
             s->work_list          ? ", device work list + merge"
+            : s->merge_in_kernel  ? ", merged by each row block's last CTA"
             : num_split_slots > 1 ? " + merge"
                                   : "");
   return PA_SUCCESS;
@@ -266,13 +279,15 @@ pa_status decode_run(const pa_plan *plan, const pa__io *io, pa__stream stream) {
     P.work_items = (int2 *)pa__workspace_at(w, s->work_items_region, io->workspace);
     P.work_counter = (unsigned int *)pa__workspace_at(w, s->work_counter_region, io->workspace);
   }
+  if (s->merge_in_kernel)
+    P.merge_arrivals = (unsigned int *)pa__workspace_at(w, plan->arrivals_region, io->workspace);
 
   cudaStream_t st = (cudaStream_t)stream;
   cudaError_t err = cudaSuccess;
   if (s->work_list)
     err = launch_chained(decode_schedule_kernel, dim3(1), kScheduleThreads, 0, st, s->chained, P);
   if (err == cudaSuccess) err = s->variant.launch(P, s->grid, s->smem_bytes, st, s->chained);
-  if (err == cudaSuccess && P.num_split_slots > 1) {
+  if (err == cudaSuccess && P.num_split_slots > 1 && !s->merge_in_kernel) {
     split_merge_params M = s->merge;
     M.partial_out = P.partial_out;
     M.partial_ml = P.partial_ml;

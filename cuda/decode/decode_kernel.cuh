@@ -16,8 +16,10 @@
 // is window-clamped ([lo, hi) below) and its tiles are cut into splits of tiles_per_split tiles
 // (fixed at plan time from static shapes only, so results do not depend on attention_metadata);
 // each split writes unnormalized fp32 partial outputs with their running max and sum, and
-// split_merge_kernel (common/split_merge.cuh) combines them. With one split slot the CTA writes the
-// output directly (same finalization, bitwise equal). With several tokens and split slots,
+// the merge kernels (common/split_merge.cuh) combine them; a single token's static grid with at
+// most kDecodeMergeSplits slots merges them itself, in the last CTA of each row block to finish
+// (decode_merge_if_last). With one split slot the CTA writes the output directly (same
+// finalization, bitwise equal). With several tokens and split slots,
 // decode_schedule_kernel (decode_schedule_kernel.cuh) first lists the non-empty splits on device
 // and a persistent grid walks that list, so a loose bound or a skewed batch (one long sequence
 // among short ones) launches no empty CTAs.
@@ -38,6 +40,7 @@
 #include "../common/kv_tile_loader.cuh"
 #include "../common/numeric.cuh"
 #include "../common/paged_kv.cuh"
+#include "../common/split_merge.cuh"
 #include "../common/tensor_core.cuh"
 
 namespace pa {
@@ -53,14 +56,18 @@ __host__ __device__ constexpr int decode_stages(int dmax, int cache_elem_bytes) 
   return cache_elem_bytes == 1 && dmax <= 128 ? 2 : 3;
 }
 constexpr int kDecodeHeadsPerCta = 16;  // the M of m16n8k16
+// The most split slots the static grid merges in the kernel (a split's row of a head in a lane's
+// registers, merge_row_in_warp); plans with more launch the merge kernel.
+constexpr int kDecodeMergeSplits = 16;
 constexpr int kDecodeRowPadBytes = 16;  // staggers shared rows across banks
 
 struct decode_params {
   const void *q;
   int64_t q_row_stride;  // elements between tokens
-  // Q is the step's own input, not staged by the write kernel: the static grid reads it before
-  // waiting for the write kernel (everything before that kernel in the stream is complete once
-  // this kernel runs: the write kernel lets it launch only after its own wait)
+  // Q is the step's own input, not staged by the write kernel: the static grid reads it, the key
+  // range and the first block-table entries before waiting for the write kernel (everything
+  // before that kernel in the stream is complete once this kernel runs: the write kernel lets it
+  // launch only after its own wait)
   int32_t q_before_wait;
   const void *k_cache, *v_cache;
   paged_kv_layout kv;
@@ -78,6 +85,10 @@ struct decode_params {
   int2 *work_items;     // (token, split)
   int32_t *item_begin;  // [token_count + 1]: first item of each token; [token_count] = the total
   unsigned int *work_counter;  // (item, cta_head) pairs taken so far; zeroed by the schedule
+  // The static grid with at most kDecodeMergeSplits split slots: the last CTA of a token's
+  // cta_head to finish merges its splits (decode_merge_if_last), counted here per (token,
+  // cta_head) and zeroed by the write kernel (pa_plan::arrivals_region); NULL: the merge kernel
+  unsigned int *merge_arrivals;
   int64_t token_count;
   int32_t batch_size, num_heads, group_size;
   int32_t head_chunks;   // ceil(group_size / 16)
@@ -113,14 +124,16 @@ struct decode_key_tiles {
   int64_t lo, hi;
   int32_t tiles;
 };
+// kBeforeWait: the loads through L2 (load_step_input).
+template <bool kBeforeWait>
 __device__ __forceinline__ decode_key_tiles token_key_tiles(const decode_params &P, int64_t t) {
   decode_key_tiles r = {-1, 0, 0, 0};
-  int32_t b = token_sequence(P.cu_seqlens, P.batch_size, t);
+  int32_t b = token_sequence<kBeforeWait>(P.cu_seqlens, P.batch_size, t);
   if (b < 0) return r;
   r.seq = b;
-  const sequence_span span = load_sequence_span(P.cu_seqlens, P.past_seqlens, b);
-  const key_span keys = admitted_keys(token_position(P.query_positions, span, t), span.kv_len,
-                                      P.is_causal, P.window);
+  const sequence_span span = load_sequence_span<kBeforeWait>(P.cu_seqlens, P.past_seqlens, b);
+  const key_span keys = admitted_keys(token_position<kBeforeWait>(P.query_positions, span, t),
+                                      span.kv_len, P.is_causal, P.window);
   r.lo = keys.lo;
   r.hi = keys.hi;
   if (r.hi <= r.lo) return r;
@@ -130,8 +143,10 @@ __device__ __forceinline__ decode_key_tiles token_key_tiles(const decode_params 
 
 // ---- the main kernel ----------------------------------------------------------------------------
 
-// One work item: split `split` of token `token`, for the query heads of cta_head.
-template <typename T, typename C, int DMAX>
+// One work item: split `split` of token `token`, for the query heads of cta_head. kStaticGrid:
+// the static grid's, which reads the step's inputs through L2 (load_step_input), since with
+// wait_after_q it reads them before its wait.
+template <typename T, typename C, int DMAX, bool kStaticGrid>
 __device__ __forceinline__ void decode_item(const decode_params &P, unsigned char *smem,
                                             int64_t token, int split, int64_t item, int cta_head,
                                             bool wait_after_q) {
@@ -158,7 +173,7 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   constexpr int kStages = decode_stages(DMAX, (int)sizeof(C));
   unsigned char *stages = admitted + kStages * kDecodeTileKeys;
   constexpr int row_bytes = decode_kv_row_bytes(DMAX, (int)sizeof(C));
-  using Loader = kv_tile_loader<C, DMAX, kDecodeThreads, row_bytes, kStages>;
+  using Loader = kv_tile_loader<C, DMAX, kDecodeThreads, row_bytes, kStages, kStaticGrid>;
   static_assert(Loader::kTileKeys == kDecodeTileKeys, "the loader's tiles are the kernel's");
   constexpr int stage_bytes = Loader::kStageBytes;
 
@@ -202,15 +217,21 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
       fragments::store_q(q_smem + r * q_stride, c, v);
     }
   }
-  if (wait_after_q) wait_for_previous_kernel();  // the caches the write kernel fills
-
-  const decode_key_tiles range = token_key_tiles(P, token);
+  // wait_after_q: the key range and the first block-table entries are the step's inputs too and
+  // are asked for before the wait; only the cache loads wait for the write kernel. Every CTA
+  // waits, so that this kernel's completion still implies the write kernel's (the next kernels
+  // rely on it).
+  const auto wait_for_caches = [&] {
+    if (wait_after_q) wait_for_previous_kernel();
+  };
+  const decode_key_tiles range = token_key_tiles<kStaticGrid>(P, token);
   const int tile_begin = min(split * P.tiles_per_split, range.tiles);
   const int tile_end = min(range.tiles, tile_begin + P.tiles_per_split);
   const bool direct = P.num_split_slots == 1;
   const int64_t slot_base = item * P.num_heads;
 
   if (tile_begin >= tile_end) {  // nothing to read: an empty partial, or a zero output row
+    wait_for_caches();
     for (int i = tid; i < rows * head_size; i += kDecodeThreads) {
       int r = i / head_size, c = i % head_size;
       if (direct) {
@@ -330,7 +351,7 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     }
     if constexpr (kBiased)
       mma_op<M>::run(out_acc[kOutTiles], p_frag, kInt8CodeBiasPair, kInt8CodeBiasPair);
-  });
+  }, wait_for_caches);
 
   // Merge the 4 warps through shared memory (the ring ends with every load landed).
 #pragma unroll
@@ -393,7 +414,42 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   }
 }
 
-// Static grid: gridDim = (token_count * cta_heads, num_split_slots), empty splits exit at once.
+// The static grid's merge without a merge kernel (P.merge_arrivals): the last CTA of (token,
+// cta_head) to finish merges its split slots' partial rows, a warp per head, in the merge kernel's
+// arithmetic (the same bits, split_merge.cuh), reading them through L2. In a latency-bound step
+// this saves the merge kernel's wait for the whole grid and its launch.
+template <typename T, typename C, int DMAX>
+__device__ __forceinline__ void decode_merge_if_last(const decode_params &P, int64_t token,
+                                                     int cta_head) {
+  __syncthreads();  // every thread's partial stores, before the arrival's release
+  int last = 0;
+  if (threadIdx.x == 0)
+    last = arrive_after_partials(P.merge_arrivals + token * P.cta_heads + cta_head) + 1u ==
+           (unsigned)P.num_split_slots;
+  if (!__syncthreads_or(last)) return;
+  split_merge_params M = {};
+  M.partial_out = P.partial_out;
+  M.partial_ml = P.partial_ml;
+  M.num_split_slots = P.num_split_slots;
+  M.num_heads = P.num_heads;
+  M.group_size = P.group_size;
+  M.head_size = P.kv.head_size;
+  M.head_sink = P.head_sink;
+  M.v_scale = P.v_scale;
+  M.v_quant = P.v_quant;
+  M.is_quantized_cache = is_quantized<C>::value;
+  M.output = P.output;
+  const int kv_head = cta_head / P.head_chunks;
+  const int head0 = kv_head * P.group_size + (cta_head % P.head_chunks) * kDecodeHeadsPerCta;
+  const int rows = min(kDecodeHeadsPerCta, kv_head * P.group_size + P.group_size - head0);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int r = warp; r < rows; r += kDecodeWarps)
+    merge_row_in_warp<T, DMAX <= 128 ? 1 : DMAX / 128, kDecodeMergeSplits>(
+        M, token, head0 + r, token * P.num_split_slots, P.num_split_slots, lane);
+}
+
+// Static grid: gridDim = (token_count * cta_heads, num_split_slots); an empty split writes an
+// empty partial (and with merge_arrivals counts its arrival).
 // Work list: a persistent 1-D grid; each CTA takes the next (item, cta_head) pair from an atomic
 // counter, the KV heads of an item adjacent, until the list is exhausted (robust to however many
 // CTAs are actually resident).
@@ -407,8 +463,10 @@ __global__ void __launch_bounds__(kDecodeThreads, sizeof(C) == 1 && DMAX <= 128 
   if (!q_first) wait_for_previous_kernel();
   if (!P.work_items) {
     const int64_t token = blockIdx.x / P.cta_heads;
-    decode_item<T, C, DMAX>(P, smem, token, blockIdx.y, token * P.num_split_slots + blockIdx.y,
-                            blockIdx.x % P.cta_heads, q_first);
+    const int cta_head = blockIdx.x % P.cta_heads;
+    decode_item<T, C, DMAX, true>(P, smem, token, blockIdx.y,
+                                  token * P.num_split_slots + blockIdx.y, cta_head, q_first);
+    if (P.merge_arrivals) decode_merge_if_last<T, C, DMAX>(P, token, cta_head);
     return;
   }
   __shared__ int64_t next;
@@ -420,7 +478,8 @@ __global__ void __launch_bounds__(kDecodeThreads, sizeof(C) == 1 && DMAX <= 128 
     if (taken >= total) break;
     const int64_t item = taken / P.cta_heads;
     const int2 work = P.work_items[item];
-    decode_item<T, C, DMAX>(P, smem, work.x, work.y, item, (int)(taken % P.cta_heads), false);
+    decode_item<T, C, DMAX, false>(P, smem, work.x, work.y, item, (int)(taken % P.cta_heads),
+                                   false);
     __syncthreads();  // the next item rewrites `next` and the shared memory this one read
   }
 }

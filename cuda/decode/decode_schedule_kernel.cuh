@@ -25,7 +25,7 @@ __global__ void __launch_bounds__(kScheduleThreads) decode_schedule_kernel(const
     const int64_t token = chunk + threadIdx.x;
     int32_t splits = 0;
     if (token < P.token_count) {
-      const int64_t tiles = token_key_tiles(P, token).tiles;
+      const int64_t tiles = token_key_tiles<false>(P, token).tiles;
       // an under-sized max_kv_len bound drops the tail splits: wrong, but inside the workspace
       splits = (int32_t)min((tiles + P.tiles_per_split - 1) / P.tiles_per_split,
                             (int64_t)P.num_split_slots);

@@ -243,6 +243,11 @@ extern "C" pa_status pa__write_run(const pa_plan *plan, const pa__io *io, pa__st
   prm.k_norm_weight = io->k_norm_weight;
   prm.k_scale = io->k_scale;
   prm.v_scale = io->v_scale;
+  if (plan->arrivals_region >= 0) {
+    prm.arrivals = static_cast<unsigned int *>(
+        pa__workspace_at(&plan->workspace, plan->arrivals_region, io->workspace));
+    prm.arrival_count = (int32_t)plan->arrival_count;
+  }
   const cudaError_t err = s->launch(prm, L.grid, L.shared_bytes,
                                     reinterpret_cast<cudaStream_t>(stream), s->chained);
   if (err != cudaSuccess)

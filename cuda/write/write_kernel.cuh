@@ -210,6 +210,13 @@ __device__ __forceinline__ row_destination find_row_destination(const write_para
   return dst;
 }
 
+// Zeroes the step's arrival counters (write_params::arrivals); called by every kernel of the write
+// path after its wait.
+__device__ __forceinline__ void zero_arrivals(const write_params &prm) {
+  if (blockIdx.x != 0) return;
+  for (int i = threadIdx.x; i < prm.arrival_count; i += blockDim.x) prm.arrivals[i] = 0u;
+}
+
 // Resident CTAs per SM the kernel's registers are held to: 5 (<= 48 registers) for a T cache, 4
 // (<= 64) when quantizing, which needs more; without the bound the 8-bit variants took 78. RoPE in
 // registers (kRotaryInLane) holds a half-split pair's two chunks, their QK-Norm weights and cos /
@@ -235,6 +242,7 @@ __global__ void __launch_bounds__(kWriteThreads, write_min_ctas_per_sm<C, kRotar
   const int chunks = D >> 3;
   const rotary_scratch row_scratch = {rotary_rows, group << prm.lanes_log2, prm.lanes_log2};
   wait_for_previous_kernel();  // the inputs may come from the stream's previous kernel
+  zero_arrivals(prm);
 
   for (int64_t first_row = (int64_t)blockIdx.x * groups_per_cta; first_row < prm.total_rows;
        first_row += (int64_t)gridDim.x * groups_per_cta) {
@@ -439,6 +447,7 @@ __global__ void __launch_bounds__(bulk_copy_threads<C>(), 1) write_copy_kernel(
   const int tokens = (int)(left < prm.bulk_copy_tokens ? left : prm.bulk_copy_tokens);
   const int64_t t = first_token + thread;
   wait_for_previous_kernel();  // the inputs may come from the stream's previous kernel
+  zero_arrivals(prm);
 
   const int run_elems = prm.kv_num_heads * prm.head_size;
   const uint32_t run_bytes = (uint32_t)run_elems * sizeof(T);

@@ -54,6 +54,10 @@ struct write_params {
   // > 0: no row is transformed, and write_copy_kernel (write_kernel.cuh) moves them with this
   // many tokens per CTA (bulk_copy_threads), each token's K and V runs staged in shared memory
   int32_t bulk_copy_tokens;
+  // A backend's arrival counters (pa_plan::arrivals_region), zeroed by the first CTA after its
+  // wait: the previous step's kernels are complete, and the backend's kernels wait for this one
+  unsigned int *arrivals;
+  int32_t arrival_count;
 };
 
 // The shared memory write_copy_kernel stages per CTA: tokens per CTA = this / a token's staging

@@ -2,6 +2,7 @@
  * host copies of the same inputs, and the comparisons of doc/development.md ("Oracles and tolerances"). */
 #define _POSIX_C_SOURCE 200809L /* pthread barriers (gpu_case_run_concurrent) */
 #include "harness.h"
+#include "input_copy.h"
 
 #include <pthread.h>
 
@@ -180,6 +181,7 @@ typedef struct fixture {
   pa_tensor_desc in_desc[PA_NUM_INPUTS], out_desc[PA_NUM_OUTPUTS];
   size_t in_bytes[PA_NUM_INPUTS], out_bytes[PA_NUM_OUTPUTS];
   void *h_in[PA_NUM_INPUTS], *d_in[PA_NUM_INPUTS];
+  void *d_staged[PA_NUM_INPUTS]; /* inputs_by_kernel: where upload puts the inputs, or NULL */
   void *h_out[PA_NUM_OUTPUTS], *d_out[PA_NUM_OUTPUTS]; /* output and output_qk; caches alias */
   void *gpu_out[PA_NUM_OUTPUTS];                       /* the GPU's results, downloaded */
   void *cache_start[2], *gpu_cache[2];                 /* key, value: at step start; GPU's after */
@@ -567,6 +569,7 @@ static void fixture_free(fixture *f) {
   for (int i = 0; i < PA_NUM_INPUTS; i++) {
     free(f->h_in[i]);
     cudaFree(f->d_in[i]);
+    cudaFree(f->d_staged[i]);
   }
   for (int i = 0; i < PA_NUM_OUTPUTS; i++) {
     free(f->h_out[i]);
@@ -645,12 +648,20 @@ static int fixture_init_host(fixture *f, const gpu_case *c, const char *name, pa
   return GPU_PASS;
 }
 
+/* Whether upload stages input i for the input copy kernel (inputs_by_kernel): every input but
+ * the caches, which the library updates in place from step to step. */
+static int staged_by_kernel(const fixture *f, int i) {
+  return f->c.inputs_by_kernel && i != PA_IN_KEY_CACHE && i != PA_IN_VALUE_CACHE;
+}
+
 /* Device buffers (the caches alias their inputs), workspace and stream. */
 static int fixture_init_device(fixture *f) {
   for (int i = 0; i < PA_NUM_INPUTS; i++) {
     if (!f->h_in[i]) continue;
     size_t bytes = f->in_bytes[i] ? f->in_bytes[i] : 16;
     if (!cuda_ok(f, cudaMalloc(&f->d_in[i], bytes), input_names[i])) return GPU_FAIL;
+    if (staged_by_kernel(f, i) && !cuda_ok(f, cudaMalloc(&f->d_staged[i], bytes), input_names[i]))
+      return GPU_FAIL;
   }
   for (int i = 0; i < PA_NUM_OUTPUTS; i++) {
     if (f->out_desc[i].dtype == PA_DTYPE_UNDEFINED) continue;
@@ -690,8 +701,9 @@ static int upload(fixture *f, int step) {
   for (int i = 0; i < PA_NUM_INPUTS; i++) {
     if (!f->in_bytes[i]) continue;
     if ((i == PA_IN_KEY_CACHE || i == PA_IN_VALUE_CACHE) && step > 0) continue;
+    void *dst = f->d_staged[i] ? f->d_staged[i] : f->d_in[i];
     if (!cuda_ok(f,
-                 cudaMemcpyAsync(f->d_in[i], f->h_in[i], f->in_bytes[i], cudaMemcpyHostToDevice,
+                 cudaMemcpyAsync(dst, f->h_in[i], f->in_bytes[i], cudaMemcpyHostToDevice,
                                  f->stream),
                  input_names[i]))
       return 0;
@@ -831,6 +843,19 @@ static void end_step(fixture *f) {
 }
 
 static int launch(fixture *f, int step) {
+  if (f->c.inputs_by_kernel) {  /* the staged inputs into place by a kernel, right before */
+    gpu_input_copy copies[GPU_MAX_INPUT_COPIES];
+    int count = 0;
+    for (int i = 0; i < PA_NUM_INPUTS; i++)
+      if (f->d_staged[i] && f->in_bytes[i]) {
+        copies[count].dst = f->d_in[i];
+        copies[count].src = f->d_staged[i];
+        copies[count].bytes = f->in_bytes[i];
+        count++;
+      }
+    if (!cuda_ok(f, gpu_copy_inputs_by_kernel(copies, count, f->stream), "input copy kernel"))
+      return 0;
+  }
   void *outputs[PA_NUM_OUTPUTS] = {f->d_out[PA_OUT_OUTPUT], f->d_out[PA_OUT_KEY_CACHE],
                                    f->d_out[PA_OUT_VALUE_CACHE], f->d_out[PA_OUT_QK]};
   pa_status st = pa_execute(f->exec_plan ? f->exec_plan : f->plan, (const void *const *)f->d_in,

@@ -153,6 +153,11 @@ typedef struct gpu_case {
   int32_t qk_output;               /* 0, 1, 2 */
   pa_dtype qk_dtype;               /* 0 = PA_DTYPE_FLOAT32 */
   gpu_metadata metadata;
+  int32_t inputs_by_kernel;        /* every input but the caches uploaded to staging buffers and
+                                      written by a kernel (input_copy.cu) on the stream right
+                                      before pa_execute, captured with it in graph mode: what a
+                                      kernel reads before its chained wait was then written by a
+                                      kernel two launches back */
 } gpu_case;
 
 /* A sane starting point: name, 32/8 heads, d128, fp16, block 16, batch 3, max_q_len 1,

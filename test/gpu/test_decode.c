@@ -155,6 +155,33 @@ int main(void) {
     gpu_matrix_add(&all, run(&magnitude, axes, NUM(axes)));
   }
 
+  /* one token (the latency step): the static grid with up to 16 split slots merges them in the
+   * kernel, the last CTA of each row block counting on arrivals the write kernel zeroes; over
+   * head sizes, groups (48 heads over 2: a second, partial head chunk), 8-bit caches, windows and
+   * sinks */
+  static const int32_t single_q[1] = {1}, single_past[1] = {800};
+  gpu_case single = gpu_case_default("decode_single_token");
+  single.kv_num_heads = 2;
+  single.batch_size = 1;
+  single.q_lens = single_q;
+  single.past_lens = single_past; /* 13 tiles of 64 keys: 13 split slots (14 after 32 replays) */
+  {
+    const gpu_axis axes[] = {GPU_AXIS(head_size, 64, 128, 256), GPU_AXIS(num_heads, 8, 48),
+                             GPU_AXIS(cache_dtype, 0, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
+                             GPU_AXIS(window, 0, 100), GPU_AXIS(head_sink, 0, 1)};
+    gpu_matrix_add(&all, run(&single, axes, NUM(axes)));
+    /* replays: the counters are zeroed again by every step's write kernel */
+    const gpu_axis graph_axes[] = {GPU_AXIS(block_size, 16, 64)};
+    gpu_matrix_add(&all, run_graph(&single, graph_axes, NUM(graph_axes), quick ? 8 : 32));
+    /* the static grid reads Q, the lengths and its first block-table entries before its wait:
+     * here a kernel writes every input right before pa_execute (eager, and in the graph) */
+    single.name = "decode_single_token_inputs_by_kernel";
+    single.inputs_by_kernel = 1;
+    const gpu_axis kernel_axes[] = {GPU_AXIS(query_positions, 0, 1), GPU_AXIS(window, 0, 100)};
+    gpu_matrix_add(&all, run(&single, kernel_axes, NUM(kernel_axes)));
+    gpu_matrix_add(&all, run_graph(&single, graph_axes, NUM(graph_axes), quick ? 8 : 32));
+  }
+
   /* long contexts: many splits and the merge (one sequence; one long among short ones) */
   gpu_case longctx = gpu_case_default("decode_long");
   longctx.num_heads = 8;
@@ -336,6 +363,17 @@ int main(void) {
     bitwise.name = "decode_metadata_bitwise_merge_shapes";
     bitwise.past_lens = medium_past;
     gpu_matrix_count(&all, gpu_case_run_metadata_invariance(&bitwise, PA_BACKEND_DECODE, seed++));
+    /* one token: 7 and 15 split slots merged in the kernel with a tight bound, 40 (the merge
+     * kernel, a CTA per row) without one or with a loose one: the same bits */
+    static const int32_t single_past[2][1] = {{400}, {900}};
+    bitwise.name = "decode_metadata_bitwise_single_token";
+    bitwise.batch_size = 1;
+    bitwise.blocks_per_seq = 160; /* without a bound: 40 split slots */
+    for (int i = 0; i < 2; i++) {
+      bitwise.past_lens = single_past[i];
+      gpu_matrix_count(&all,
+                       gpu_case_run_metadata_invariance(&bitwise, PA_BACKEND_DECODE, seed++));
+    }
 
     gpu_case mixed = gpu_case_default("decode_metadata_bitwise");
     mixed.num_heads = 8;

@@ -414,6 +414,50 @@ static void latent_splits_balance_the_ctas(void **state) {
   unsetenv("PA_LATENT_KERNEL");
 }
 
+/* The workspace region of plan whose name contains `name`, or -1. */
+static int32_t region_named(const pa_plan *plan, const char *name) {
+  for (int32_t i = 0; i < plan->workspace.count; i++)
+    if (strstr(plan->workspace.regions[i].name, name)) return i;
+  return -1;
+}
+
+/* A single token's DECODE step with at most 16 split slots merges them in the kernel: its plan
+ * holds one arrival counter per KV head and head chunk, which the write kernel zeroes
+ * (pa_plan::arrivals_region); more slots, or several tokens, keep the merge kernel and no
+ * counters. 32/8 heads d128 on the H200: one 64-key tile per split. */
+static void decode_single_token_merges_in_kernel(void **state) {
+  (void)state;
+  case_config cfg = case_config_decode();
+  cfg.batch_size = cfg.token_count = 1;
+  cfg.blocks_per_seq = 1024 / 16; /* 16 tiles: 16 split slots */
+  cfg.num_blocks = cfg.blocks_per_seq;
+  pa_case c = built(cfg, CASE_H200);
+  c.backend = PA_BACKEND_DECODE;
+  pa_plan *plan = case_plan_ok(&c);
+  const int32_t arrivals = region_named(plan, "DECODE merge arrivals");
+  assert_true(arrivals >= 0);
+  assert_int_equal(plan->arrivals_region, arrivals);
+  assert_int_equal(plan->arrival_count, 8);
+  assert_true(region_named(plan, "DECODE partial outputs") >= 0);
+  pa_plan_destroy(plan);
+
+  cfg.blocks_per_seq = 1040 / 16; /* 17 tiles: the merge kernel */
+  cfg.num_blocks = cfg.blocks_per_seq;
+  c = built(cfg, CASE_H200);
+  c.backend = PA_BACKEND_DECODE;
+  plan = case_plan_ok(&c);
+  assert_int_equal(region_named(plan, "DECODE merge arrivals"), -1);
+  assert_int_equal(plan->arrivals_region, -1);
+  assert_true(region_named(plan, "DECODE partial outputs") >= 0);
+  pa_plan_destroy(plan);
+
+  c = decode_case(CASE_H200); /* 64 tokens: the device work list and the merge kernel */
+  c.backend = PA_BACKEND_DECODE;
+  plan = case_plan_ok(&c);
+  assert_int_equal(plan->arrivals_region, -1);
+  pa_plan_destroy(plan);
+}
+
 /* Forced LATENT refuses what it does not serve, naming the feature and the backend. */
 static void V43_forced_latent_refusals(void **state) {
   (void)state;
@@ -823,6 +867,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(dispatch_output_qk_is_unfused),
       cmocka_unit_test(dispatch_latent_decode_shaped_is_latent),
       cmocka_unit_test(latent_splits_balance_the_ctas),
+      cmocka_unit_test(decode_single_token_merges_in_kernel),
       cmocka_unit_test(dispatch_forced_backends),
       cmocka_unit_test(dispatch_reference_needs_no_workspace),
       cmocka_unit_test(dispatch_host_plans_are_reference),
