@@ -171,23 +171,60 @@ __device__ __forceinline__ float sink_log2(const void *head_sink, int head) {
   return sink_logit<T>(head_sink, head) * kLog2e;
 }
 
-// One online-softmax step of a row whose running max was row_max, given the max of the new
-// scores: the factor that rescales the row's old sum and output, and the base the new scores'
-// exponents subtract (0 while everything is -inf, so exp2(-inf - base) = 0, never NaN).
+// The running max a row's probabilities are taken against (its "reference") moves only when new
+// scores exceed it by more than this many log2 units, as in FlashAttention-4: a probability is then
+// at most 2^8 instead of 1, which changes nothing but its exponent (P and V in T, the sums in fp32;
+// the output and the sum share the reference, and finalize_factor and the merges take any), while
+// most tiles after a row's first leave the reference alone, so that their rescale of the output
+// (a multiply per accumulator) is exactly 1 and skipped (rescale_accumulator_rows).
+constexpr float kSoftmaxReferenceSlack = 8.0f;
+
+// One online-softmax step of a row whose reference was row_max: the factor that rescales the
+// row's old sum and output, and the base the new scores' exponents subtract (0 while everything
+// is -inf, so exp2(-inf - base) = 0, never NaN). With the lazy reference (below), from a reference
+// of -inf the factor is 1: the sum and the output hold only zeros (or NaN) then, which 1 leaves as
+// 0 did, and a warp whose rows are padding or at their first tile can skip the rescale
+// (rescale_accumulator_rows).
 struct softmax_step {
   float rescale, base;
 };
-__device__ __forceinline__ softmax_step online_softmax_step(float &row_max, float new_scores_max) {
-  const float new_max = fmaxf(row_max, new_scores_max);
+// The step to a given reference (at least row_max; fmaxf keeps a NaN out): where another
+// warpgroup chose the reference of the same rows (online_softmax_step there).
+__device__ __forceinline__ softmax_step softmax_step_to_reference(float &row_max,
+                                                                  float reference) {
+  const float new_max = fmaxf(row_max, reference);
   softmax_step step;
   step.base = new_max == -INFINITY ? 0.0f : new_max;
-  step.rescale = exp2f(row_max - step.base);
+  // (selecting the exponent, not the result: selecting the result cost the mma.sync LATENT
+  // kernel 20 bytes more of spill at 255 registers)
+  step.rescale = exp2f((row_max == -INFINITY ? step.base : row_max) - step.base);
   row_max = new_max;
   return step;
 }
+// The step given the max of the new scores. kLazyReference: the reference moves to it only past
+// the slack (from -inf, to any finite max; a NaN max moves nothing, as fmaxf ignored it); every
+// thread that holds a row applies it to the same (row_max, new_scores_max), so all agree on the
+// reference. Taken where it was measured to pay (twenty-third measurement): PREFILL and the 64-row
+// LATENT Hopper kernels, whose tile loops are compute-bound. Otherwise the exact rule (the
+// reference is always the running max; a step from -inf rescales by 0): DECODE (flat either way)
+// and LATENT's narrow and mma.sync kernels.
+template <bool kLazyReference>
+__device__ __forceinline__ softmax_step online_softmax_step(float &row_max, float new_scores_max) {
+  if constexpr (kLazyReference) {
+    return softmax_step_to_reference(
+        row_max, new_scores_max > row_max + kSoftmaxReferenceSlack ? new_scores_max : row_max);
+  } else {
+    const float new_max = fmaxf(row_max, new_scores_max);
+    softmax_step step;
+    step.base = new_max == -INFINITY ? 0.0f : new_max;
+    step.rescale = exp2f(row_max - step.base);
+    row_max = new_max;
+    return step;
+  }
+}
 
-// exp2 of a softmax exponent (x <= 0 after the running max is subtracted): the hardware
-// approximation (MUFU.EX2, about 2 ulp), results below the normal range flushed to zero.
+// exp2 of a softmax exponent (x <= kSoftmaxReferenceSlack after the reference is subtracted): the
+// hardware approximation (MUFU.EX2, about 2 ulp), results below the normal range flushed to zero.
 __device__ __forceinline__ float softmax_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));

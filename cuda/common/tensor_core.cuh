@@ -122,9 +122,10 @@ struct mma_op<__nv_bfloat16> {
 };
 
 // An online-softmax step's rescale of P·V accumulators in the m16n8 (and wgmma m64nN) C fragment
-// layout: [n][0..1] belong to the thread's row group_id, [n][2..3] to group_id + 8. Once the
-// running max settles (most tiles of a long range), every rescale is exactly 1 and the multiply
-// would change nothing: the whole warp skips it then.
+// layout: [n][0..1] belong to the thread's row group_id, [n][2..3] to group_id + 8. While the
+// rows' references stay (once the running max settles; with the lazy reference, most tiles after
+// a row's first: kSoftmaxReferenceSlack), every rescale is exactly 1 and the multiply would
+// change nothing: the whole warp skips it then.
 template <int kOutTiles>
 __device__ __forceinline__ void rescale_accumulator_rows(float (&out_acc)[kOutTiles][4],
                                                          const float (&rescale)[2]) {

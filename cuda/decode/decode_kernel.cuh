@@ -320,7 +320,7 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     for (int h = 0; h < 2; h++) {
       tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
       tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
-      const softmax_step step = online_softmax_step(row_max[h], tile_max[h]);
+      const softmax_step step = online_softmax_step<false>(row_max[h], tile_max[h]);
       base[h] = step.base;
       rescale[h] = step.rescale;
       row_sum[h] *= rescale[h];

@@ -22,13 +22,14 @@
 // tile, so one warpgroup's softmax runs while the other's GEMMs do.
 //   0. warpgroup w scores half w (S = Q K^T, wgmma m64n32k16 with Q and K from shared memory, 36
 //      k-steps), scaled and masked;
-//   1. warpgroup 0 takes its online-softmax step (the running max m it holds; P0, O_0 rescaled),
-//      publishes its new maxima m0 and adds P0 V0_0 (P0 from registers);
-//   2. warpgroup 1 takes its step to m1 = max(m0, its scores' max) (its O_1 rescaled from the max
-//      it held, so by both halves' factors), writes P1 into its half's last panel (channels
+//   1. warpgroup 0 takes its online-softmax step (from the reference m both hold; P0, O_0
+//      rescaled), publishes its new reference m0 and adds P0 V0_0 (P0 from registers);
+//   2. warpgroup 1 takes its step from m given max(m0, its scores' max), to m1 (its O_1 rescaled
+//      from m, so by both halves' factors), writes P1 into its half's last panel (channels
 //      512..575, whose scores are done) and m1, and issues O_1 += P1 V1_1;
-//   3. warpgroup 0 steps its max to m1 and writes P0 times that step's factor into its half's
-//      last panel, rescales O_0 and adds P1 V1_0; warpgroup 1 adds P0 V0_1.
+//   3. warpgroup 0 steps to the reference m1 (softmax_step_to_reference: m1 >= m0, whatever the
+//      slack of online_softmax_step decided) and writes P0 times that step's factor into its
+//      half's last panel, rescales O_0 and adds P1 V1_0; warpgroup 1 adds P0 V0_1.
 // Both then hold m1 and their O relative to it; each keeps the sum over its own half's keys,
 // rescaled at each step.
 // At the end of a unit the two halves of each row's sum meet through shared memory and each
@@ -507,7 +508,7 @@ __device__ __forceinline__ void latent_hopper_consume(const prefill_params &P,
           float rescale[2];
 #pragma unroll
           for (int h = 0; h < 2; h++) {
-            rescale[h] = online_softmax_step(row_max[h], their_stats[8 * h]).rescale;
+            rescale[h] = softmax_step_to_reference(row_max[h], their_stats[8 * h]).rescale;
             row_sum[h] *= rescale[h];
           }
 #pragma unroll

@@ -409,7 +409,7 @@ __device__ __forceinline__ void latent_unit(const prefill_params &P, unsigned ch
           for (int h = 0; h < 2; h++) {
             const float step_max = latent_row_stats_max<kKeyWarps>(
                 row_stats + (mt * 16 + group_id + 8 * h) * kKeyWarps);
-            const softmax_step next = online_softmax_step(row_max[mt][h], step_max);
+            const softmax_step next = online_softmax_step<false>(row_max[mt][h], step_max);
             base[mt][h] = next.base;
             rescale[mt][h] = next.rescale;
           }

@@ -316,7 +316,7 @@ __device__ __forceinline__ void latent_narrow_consume(const prefill_params &P,
           const float *row_stats = stats + 8 * j + col + e;
           const float m = fmaxf(fmaxf(row_stats[0], row_stats[kRows]),
                                 fmaxf(row_stats[2 * kRows], row_stats[3 * kRows]));
-          const softmax_step step = online_softmax_step(row_max[j][e], m * score_scale);
+          const softmax_step step = online_softmax_step<false>(row_max[j][e], m * score_scale);
           rescale[j][e] = step.rescale;
           base[j][e] = step.base;
           row_sum[j][e] *= step.rescale;

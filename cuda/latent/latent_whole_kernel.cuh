@@ -21,13 +21,15 @@
 // scores the tiles of slot w, so each score GEMM is wgmma m64n64k16 over all 64 keys (Q and K from
 // shared memory: a third fewer shared-memory bytes per product than two m64n32k16 halves).
 //   own tile (slot w):   S = Q K^T (36 k-steps, the low panels' 16 as soon as they land), scaled
-//                        and masked; the online-softmax step from the running max m (the previous
-//                        tile's, whoever scored it) to the tile's m_t, which rescales O_w and the
-//                        sum; P (rounded to T) into the tile's last panel (channels 512..575, dead
-//                        once the scores are done) and m_t into the slot's maxima, announced to the
-//                        other warpgroup (bar.arrive); O_w += P V_w with P from registers.
+//                        and masked; the online-softmax step from the reference m (the previous
+//                        tile's, whoever scored it) given the tile's scores, to m_t (m unless
+//                        they pass it by the slack, attention_rules.cuh), which rescales O_w and
+//                        the sum; P (rounded to T) into the tile's last panel (channels 512..575,
+//                        dead once the scores are done) and m_t into the slot's maxima, announced
+//                        to the other warpgroup (bar.arrive); O_w += P V_w with P from registers.
 //   other tile:          wait for that announcement (bar.sync), step m to the published m_t
-//                        (rescaling O_w and the sum), O_w += P V_w with P read from the panel;
+//                        (softmax_step_to_reference; rescaling O_w and the sum), O_w += P V_w
+//                        with P read from the panel;
 //                        S of this warpgroup's next tile (the other slot) is issued before all
 //                        that when that tile has landed, else after the P V and the slot's
 //                        release (so the producer refills it meanwhile).
@@ -35,7 +37,7 @@
 // tile), so inside a unit the next tile has not landed yet and P V goes first; at a unit's start,
 // whose first tiles the producer loads early, the scores often go first, and both warpgroups then
 // score at once. One's softmax runs while the other's GEMMs do; every tile's maxima pass once from
-// its scorer to the other warpgroup, and both hold the same running max after each tile. Each
+// its scorer to the other warpgroup, and both hold the same reference after each tile. Each
 // keeps the sum of its own tiles' P; the two meet at the end of the unit, and each warpgroup stores
 // its channels (finalized, or as a split partial for split_merge_kernel).
 #pragma once
@@ -348,7 +350,7 @@ __device__ __forceinline__ void latent_whole_consume(const prefill_params &P,
       float rescale[2];
 #pragma unroll
       for (int h = 0; h < 2; h++) {
-        rescale[h] = online_softmax_step(row_max[h], tile_max[8 * h]).rescale;
+        rescale[h] = softmax_step_to_reference(row_max[h], tile_max[8 * h]).rescale;
         row_sum[h] *= rescale[h];
       }
       rescale_accumulator_rows(out_acc, rescale);

@@ -308,7 +308,7 @@ __device__ __forceinline__ void softmax_step_to_max(float (&score)[kNTiles][4],
   float rescale[2], base[2];
 #pragma unroll
   for (int h = 0; h < 2; h++) {
-    const softmax_step step = online_softmax_step(row_max[h], new_max[h]);
+    const softmax_step step = online_softmax_step<true>(row_max[h], new_max[h]);
     base[h] = step.base;
     rescale[h] = step.rescale;
     row_sum[h] *= rescale[h];

@@ -236,6 +236,31 @@ int main(void) {
     gpu_matrix_add(&all, run(&skew, axes, NUM(axes)));
   }
 
+  /* a sharp softmax (scale 2: the scores spread over tens of log2 units), so that a row's
+   * reference moves past the slack well inside its keys (attention_rules.cuh,
+   * kSoftmaxReferenceSlack), not only at its first tile. 48 tokens x 8 KV heads are 384 work
+   * units, so a split holds several tiles (with a handful of units every split is one tile, whose
+   * single step from -inf is exact under any rule). Then an int8 cache at scale 0.25 (its Q is
+   * rounded to fp16 once more, an error a large scale magnifies): tile maxima within the slack
+   * above the reference give probabilities above 1 to the bias's extra MMA. */
+  gpu_case sharp = gpu_case_default("decode_sharp_softmax");
+  sharp.num_heads = 16;
+  sharp.kv_num_heads = 8;
+  sharp.batch_size = 48;
+  sharp.max_past_len = quick ? 600 : 1000;
+  sharp.scale = 2.0f;
+  {
+    const gpu_axis axes[] = {GPU_AXIS(head_size, 64, 128, 256),
+                             GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16)};
+    gpu_matrix_add(&all, run(&sharp, axes, NUM(axes)));
+    sharp.name = "decode_sharp_softmax_int8";
+    sharp.scale = 0.25f;
+    sharp.cache_dtype = PA_DTYPE_INT8;
+    const gpu_axis int8_axes[] = {GPU_AXIS(head_size, 128),
+                                  GPU_AXIS(k_quant, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL)};
+    gpu_matrix_add(&all, run(&sharp, int8_axes, NUM(int8_axes)));
+  }
+
   /* write-path features in front of DECODE: staged Q (rotary, QK-Norm, packed) and explicit slots */
   gpu_case front = gpu_case_default("decode_write_path_inputs");
   front.num_heads = 8;

@@ -219,6 +219,21 @@ static void matrix(gpu_matrix_result *all, int quick) {
     RUN_QUICK_OR_FULL(*all, batches, q, f);
   }
 
+  /* a sharp softmax (scale 1.5: the scores spread over tens of log2 units), so that a row's
+   * reference moves past the slack well inside its keys (attention_rules.cuh,
+   * kSoftmaxReferenceSlack), not only at its first tile: on Hopper the narrow kernel (16 rows),
+   * the half-stage one (32 rows, its warpgroups agreeing on each reference within a tile) and
+   * the whole-tile one (128 heads, the reference passed between its warpgroups tile by tile) */
+  gpu_case sharp = deepseek("latent_sharp_softmax");
+  sharp.scale = 1.5f;
+  sharp.max_past_len = quick ? 600 : 2000;
+  {
+    const gpu_axis q[] = {GPU_AXIS(num_heads, 16, 32, 128), GPU_AXIS(max_q_len, 1)};
+    const gpu_axis f[] = {GPU_AXIS(num_heads, 16, 32, 128), GPU_AXIS(max_q_len, 1, 2),
+                          GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16)};
+    RUN_QUICK_OR_FULL(*all, sharp, q, f);
+  }
+
   /* multi-token steps (forced LATENT serves them; AUTO gives them to UNFUSED) */
   gpu_case long_steps = deepseek("latent_long_steps");
   long_steps.max_q_len = 20;

@@ -254,6 +254,18 @@ static void matrix(gpu_matrix_result *all, int quick) {
                            GPU_AXIS(k_quant, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL),
                            GPU_AXIS(dtype, PA_DTYPE_BFLOAT16)};
     RUN_QUICK_OR_FULL(*all, mixed, qq, fq);
+    /* a sharp softmax (scale 2: the scores spread over tens of log2 units), so that a row's
+     * reference moves past the slack well inside its keys (attention_rules.cuh,
+     * kSoftmaxReferenceSlack), not only at its first tile; head sizes 64 (mma.sync), 128 and 256
+     * (the Hopper kernel's 128- and 64-key tiles) */
+    mixed.name = "prefill_sharp_softmax";
+    mixed.scale = 2.0f;
+    mixed.cache_dtype = 0;
+    const gpu_axis qs[] = {GPU_AXIS(head_size, 64, 128, 256)};
+    const gpu_axis fs[] = {GPU_AXIS(head_size, 64, 128, 256),
+                           GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16),
+                           GPU_AXIS(block_size, 16, 64)};
+    RUN_QUICK_OR_FULL(*all, mixed, qs, fs);
   }
 
   /* speculative verify: 2-4 tokens per sequence over long pasts */
