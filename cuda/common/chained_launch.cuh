@@ -36,9 +36,10 @@ __device__ __forceinline__ int32_t load_step_input(const int32_t *p) {
 }
 
 // Called by a chained kernel before its first global memory access of anything the previous
-// kernels may write (DECODE's static grid reads the step's inputs before it, load_step_input). A kernel that calls it has
-// passed its wait before the next kernel starts, so everything before it in the stream is
-// complete by then (the schedule kernels rely on that to run beside the write kernel).
+// kernels may write (DECODE's static grid reads the step's inputs before it, load_step_input). A
+// kernel that calls it has passed its wait before the next kernel starts, so everything before it
+// in the stream is complete by then (the schedule kernels rely on that to run beside the write
+// kernel).
 __device__ __forceinline__ void wait_for_previous_kernel() {
   wait_for_previous_grid();
   let_next_kernel_launch();

@@ -15,6 +15,12 @@ __device__ __forceinline__ uint32_t shared_address(const void *p) {
   return (uint32_t)__cvta_generic_to_shared(p);
 }
 
+// The bytes from p (dynamic shared memory) to the next 1024-byte boundary, where every
+// 128-byte-swizzled tile of the wgmma kernels starts; their launchers ask for 1024 bytes of slack.
+__device__ __forceinline__ uint32_t swizzle_align_bytes(const void *p) {
+  return (1024u - (shared_address(p) & 1023u)) & 1023u;
+}
+
 // A barrier whose phases complete after `arrivals` arrivals (plus any pending loads counted on it).
 __device__ __forceinline__ void mbarrier_init(uint64_t *barrier, uint32_t arrivals) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(barrier)),

@@ -611,8 +611,7 @@ __global__ void __launch_bounds__(kLatentHopperThreads, 1) latent_hopper_kernel(
     const prefill_params P, const __grid_constant__ kv_page_maps maps) {
 #if PA_SM90A
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  const latent_hopper_smem S = {smem_raw +
-                                ((1024u - (shared_address(smem_raw) & 1023u)) & 1023u)};
+  const latent_hopper_smem S = {smem_raw + swizzle_align_bytes(smem_raw)};
   latent_hopper_roles<T>(P, maps, S, [&] { latent_hopper_consume<T>(P, S); });
 #endif
 }

@@ -434,8 +434,7 @@ __global__ void __launch_bounds__(kLatentNarrowThreads, 1) latent_narrow_kernel(
     const prefill_params P, const __grid_constant__ kv_page_maps maps) {
 #if PA_SM90A
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  const latent_narrow_smem<kRows> S = {smem_raw +
-                                       ((1024u - (shared_address(smem_raw) & 1023u)) & 1023u)};
+  const latent_narrow_smem<kRows> S = {smem_raw + swizzle_align_bytes(smem_raw)};
   if (threadIdx.x == 0) {
     for (int i = 0; i < latent_narrow_geometry<kRows>::kPanels; i++) {
       mbarrier_init(S.full(i), kLatentHopperWarpgroupThreads);  // the four runs' warps

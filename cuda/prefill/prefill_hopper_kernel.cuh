@@ -822,8 +822,7 @@ __global__ void __launch_bounds__(kHopperThreads, 1) prefill_hopper_kernel(const
 #if PA_SM90A
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   using G = hopper_geometry<C, DMAX>;
-  const hopper_smem<C, DMAX> S = {smem_raw +
-                                  ((1024u - (shared_address(smem_raw) & 1023u)) & 1023u)};
+  const hopper_smem<C, DMAX> S = {smem_raw + swizzle_align_bytes(smem_raw)};
   if (threadIdx.x == 0) {
     for (int i = 0; i < G::kStages; i++) {
       mbarrier_init(S.k_full(i), kHopperWarpgroupThreads);
