@@ -9,7 +9,7 @@ below. Each row runs `ncu --clock-control none` on BUILD/bench/PROGRAM ARGS, ski
 three matching launches (the correctness check and warm-up) and profiling the next one with the
 sections SpeedOfLight, Occupancy, LaunchStats, WarpStateStats, SchedulerStats and
 ComputeWorkloadAnalysis (pipe utilization); the report goes to
-OUTDIR/NAME.ncu-rep and its raw metrics to OUTDIR/NAME.csv. Printed last, one line per row:
+OUTDIR/NAME.ncu-rep and its raw metrics to OUTDIR/NAME.csv. Printed as each row is done:
 kernel time, DRAM and SM throughput (% of peak), achieved occupancy, issue slots busy, warp cycles
 per issued instruction, and the four largest stall reasons (warps stalled per issued instruction).
 """
@@ -84,7 +84,9 @@ def main():
     build, outdir = sys.argv[1], sys.argv[2]
     rows = parse_rows(open(sys.argv[3]).read()) if len(sys.argv) == 4 else ISSUE_21_ROWS
     os.makedirs(outdir, exist_ok=True)
-    lines = []
+    # the table's rows as they come (a call cut short keeps the rows done)
+    print("| row | " + " | ".join(title for title, _, _ in COLUMNS) + " | largest stalls |")
+    print("|---" * (len(COLUMNS) + 2) + "|", flush=True)
     for name, command, kernel in rows:
         slug = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-")
         report = os.path.join(outdir, slug)
@@ -100,7 +102,7 @@ def main():
         with open(report + ".log", "w") as log:
             log.write(shell + "\n" + result.stdout + result.stderr)
         if result.returncode != 0 or not os.path.exists(report + ".ncu-rep"):
-            lines.append(f"| {name} | ncu failed (rc {result.returncode}, see {slug}.log) |")
+            print(f"| {name} | ncu failed (rc {result.returncode}, see {slug}.log) |", flush=True)
             continue
         metrics = raw_metrics(report + ".ncu-rep")
         with open(report + ".csv", "w") as out:
@@ -114,10 +116,7 @@ def main():
         stalls = sorted(((number(metrics, key) or 0.0, STALL.match(key).group(1))
                          for key in metrics if STALL.match(key)), reverse=True)
         cells.append(", ".join(f"{reason} {value:.2f}" for value, reason in stalls[:4]) or "-")
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    print("| row | " + " | ".join(title for title, _, _ in COLUMNS) + " | largest stalls |")
-    print("|---" * (len(COLUMNS) + 2) + "|")
-    print("\n".join(lines))
+        print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
 
 
 if __name__ == "__main__":
