@@ -7,11 +7,12 @@ ROWS_FILE has one row per line, `name | bench program and its arguments | kernel
 (a regex over the demangled name; `#` starts a comment). Without it, the DECODE rows of issue 21
 below. Each row runs `ncu --clock-control none` on BUILD/bench/PROGRAM ARGS, skipping the first
 three matching launches (the correctness check and warm-up) and profiling the next one with the
-sections SpeedOfLight, Occupancy, LaunchStats, WarpStateStats, SchedulerStats and
-ComputeWorkloadAnalysis (pipe utilization); the report goes to
+sections SpeedOfLight, Occupancy, LaunchStats, WarpStateStats, SchedulerStats,
+ComputeWorkloadAnalysis (pipe utilization) and MemoryWorkloadAnalysis; the report goes to
 OUTDIR/NAME.ncu-rep and its raw metrics to OUTDIR/NAME.csv. Printed as each row is done:
 kernel time, DRAM and SM throughput (% of peak), achieved occupancy, issue slots busy, warp cycles
-per issued instruction, and the four largest stall reasons (warps stalled per issued instruction).
+per issued instruction, tensor pipe activity, shared-memory bank conflicts, and the four largest
+stall reasons (warps stalled per issued instruction).
 """
 import csv
 import os
@@ -36,14 +37,16 @@ ISSUE_21_ROWS = [
 ]
 
 SECTIONS = ["SpeedOfLight", "Occupancy", "LaunchStats", "WarpStateStats", "SchedulerStats",
-            "ComputeWorkloadAnalysis"]
+            "ComputeWorkloadAnalysis", "MemoryWorkloadAnalysis"]
 COLUMNS = [
     ("us", "gpu__time_duration.sum", 1e-3),
-    ("DRAM %", "dram__throughput.avg.pct_of_peak_sustained_elapsed", 1),
+    ("DRAM %", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 1),
     ("SM %", "sm__throughput.avg.pct_of_peak_sustained_elapsed", 1),
     ("occupancy %", "sm__warps_active.avg.pct_of_peak_sustained_active", 1),
     ("issue busy %", "smsp__issue_active.avg.pct_of_peak_sustained_active", 1),
     ("cycles/issue", "smsp__average_warp_latency_per_inst_issued.ratio", 1),
+    ("tensor pipe %", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", 1),
+    ("smem bank conflicts", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum", 1),
 ]
 STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio$")
 
