@@ -35,6 +35,7 @@ jobs.append(("memcheck write quick",
               os.path.join(args.build, "test/gpu/test_gpu_write")],
              dict(os.environ, PA_GPU_TEST_QUICK="1", PA_TEST_SEED=args.seed)))
 
+os.makedirs(args.logdir, exist_ok=True)
 start = time.time()
 procs = []
 for k, (name, cmd, env) in enumerate(jobs):

@@ -11,8 +11,9 @@ sections SpeedOfLight, Occupancy, LaunchStats, WarpStateStats, SchedulerStats,
 ComputeWorkloadAnalysis (pipe utilization) and MemoryWorkloadAnalysis; the report goes to
 OUTDIR/NAME.ncu-rep and its raw metrics to OUTDIR/NAME.csv. Printed as each row is done:
 kernel time, DRAM and SM throughput (% of peak), achieved occupancy, issue slots busy, warp cycles
-per issued instruction, tensor pipe activity, shared-memory bank conflicts, and the four largest
-stall reasons (warps stalled per issued instruction).
+per issued instruction, tensor pipe activity, shared-memory bank conflicts of loads and of stores
+through the LSU pipe beside all shared wavefronts (collected with --metrics: no section has
+them), and the four largest stall reasons (warps stalled per issued instruction).
 """
 import csv
 import os
@@ -46,8 +47,12 @@ COLUMNS = [
     ("issue busy %", "smsp__issue_active.avg.pct_of_peak_sustained_active", 1),
     ("cycles/issue", "smsp__average_warp_latency_per_inst_issued.ratio", 1),
     ("tensor pipe %", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", 1),
-    ("smem bank conflicts", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum", 1),
+    ("smem ld conflicts", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum", 1),
+    ("smem st conflicts", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum", 1),
+    ("smem wavefronts", "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum", 1),
 ]
+# metrics no section above collects
+EXTRA_METRICS = [metric for title, metric, _ in COLUMNS if title.startswith("smem")]
 STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio$")
 
 
@@ -99,6 +104,7 @@ def main():
                "-f", "-o", report]
         for section in SECTIONS:
             ncu += ["--section", section]
+        ncu += ["--metrics", ",".join(EXTRA_METRICS)]
         shell = " ".join(shlex.quote(word) for word in ncu) + " " + \
             shlex.quote(os.path.join(build, "bench", program)) + " " + args
         result = subprocess.run(shell, shell=True, capture_output=True, text=True)

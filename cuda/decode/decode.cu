@@ -1,6 +1,7 @@
 // The DECODE backend's launcher (doc/backends.md): split-KV flash decoding, kernels in
-// decode_kernel.cuh. Plan time fixes the kernel variant, the split size, the grid, the workspace
-// regions and the kernel parameters; run only fills in the call's pointers and launches.
+// decode_kernel.cuh. Plan time fixes the kernel variant, the split size (for one token, the count
+// its tiles are divided by), the grid, the workspace regions and the kernel parameters; run only
+// fills in the call's pointers and launches.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,8 +18,8 @@ namespace pa {
 namespace detail {
 namespace {
 
-// A split never spans more than this many 64-key tiles, so one long sequence in a batch of short
-// ones still spreads over many CTAs.
+// With several tokens a split never spans more than this many 64-key tiles, so one long sequence
+// in a batch of short ones still spreads over many CTAs (one token: its tiles / sizing_splits).
 constexpr int kMaxTilesPerSplit = 32;
 // The partial outputs stay below this even when no attention_metadata bounds max_kv_len.
 constexpr size_t kMaxPartialBytes = (size_t)256 << 20;
@@ -80,9 +81,13 @@ int smem_bytes_of(const pa__problem *p) {
   return decode_smem_bytes(p->head_size, (int)pa_dtype_size(p->k_cache_dtype));
 }
 
-int tiles_per_split_for(const pa__problem *p, const pa_device_caps *caps, int smem_bytes,
-                        int head_chunks);
-int num_split_slots_for(const pa__problem *p, int tiles_per_split);
+struct decode_splits {
+  int tiles_per_split;  // several tokens: each split's tiles (one token: the most, at capacity)
+  int sizing_splits;    // one token: a split is ceil(the token's tiles / this) tiles; else 0
+  int num_split_slots;
+};
+decode_splits splits_for(const pa__problem *p, const pa_device_caps *caps, int smem_bytes,
+                         int head_chunks);
 
 pa_status decode_check(const pa__problem *p, const pa_device_caps *caps, char *why,
                        size_t why_size) {
@@ -96,8 +101,7 @@ pa_status decode_check(const pa__problem *p, const pa_device_caps *caps, char *w
   if (p->token_count * p->kv_num_heads * head_chunks > INT32_MAX)
     return unsupported(why, why_size, "token_count %lld with %d KV heads (grid too large)",
                        (long long)p->token_count, p->kv_num_heads);
-  const int slots =
-      num_split_slots_for(p, tiles_per_split_for(p, caps, smem_bytes_of(p), head_chunks));
+  const int slots = splits_for(p, caps, smem_bytes_of(p), head_chunks).num_split_slots;
   if (slots > 1 && p->num_heads > kMaxGridY)
     return unsupported(why, why_size,
                        "num_heads %d with %d KV splits (the merge grid's gridDim.y is num_heads, at "
@@ -116,37 +120,52 @@ int64_t ctas_per_sm_of(const pa_device_caps *caps, int smem_bytes, const pa__pro
   return std::max<int64_t>(1, std::min(by_registers, ctas_per_sm_by_smem(caps, smem_bytes)));
 }
 
-// The split size depends only on static shapes and the device, never on attention_metadata, so the
-// partition of every key range (hence the summation order) is the same with bounds absent, tight or
-// loose; the bound only decides how many split slots the grid has (and the workspace).
-int tiles_per_split_for(const pa__problem *p, const pa_device_caps *caps, int smem_bytes,
-                        int head_chunks) {
+// How a step's key ranges are cut into splits, and the grid's split slots. The partition depends
+// only on static shapes, the device and (one token) the token's own key count, never on
+// attention_metadata, so the partition of every key range (hence the summation order) is the same
+// with bounds absent, tight or loose; the bound only decides how many split slots the grid has
+// (and the workspace). Several tokens: splits of a fixed size, aiming at two waves of CTAs over
+// the capacity. One token (the static grid): its tiles cut on the device into sizing_splits
+// parts, as many as one wave of resident CTAs holds per (KV head, head chunk), so that a long
+// sequence runs in one wave and a short one in a wide table still spreads over it; the grid needs
+// at most min(sizing_splits, the bound's tiles) slots, since ceil(tiles / ceil(tiles / S)) <=
+// min(S, tiles).
+decode_splits splits_for(const pa__problem *p, const pa_device_caps *caps, int smem_bytes,
+                         int head_chunks) {
   const int64_t reach = std::min<int64_t>((int64_t)p->max_blocks_per_seq * p->block_size,
                                           kMaxReachableKeys);
   const int64_t sms = caps->multiprocessor_count > 0 ? caps->multiprocessor_count : 1;
-  const int64_t target_ctas = 2 * sms * ctas_per_sm_of(caps, smem_bytes, p);
+  const int64_t resident_ctas = sms * ctas_per_sm_of(caps, smem_bytes, p);
   const int64_t units = std::max<int64_t>(1, p->token_count * p->kv_num_heads * head_chunks);
   const int64_t capacity_tiles = ceil_div(reach, kDecodeTileKeys);  // <= 2^27
-  const int64_t splits_wanted = ceil_div(target_ctas, units);
-  int64_t tiles = std::min<int64_t>(kMaxTilesPerSplit, ceil_div(capacity_tiles, splits_wanted));
-  tiles = std::max<int64_t>(tiles, ceil_div(capacity_tiles, kMaxGridY));  // gridDim.y
+  const int64_t bound_tiles =
+      ceil_div(std::min<int64_t>(p->max_kv_len, kMaxReachableKeys), kDecodeTileKeys);
   const int64_t slot_bytes =
       std::max<int64_t>(1, p->token_count * p->num_heads * ((int64_t)p->head_size * 4 + 8));
   const int64_t max_slots = std::max<int64_t>(1, (int64_t)kMaxPartialBytes / slot_bytes);
+  decode_splits d;
+  if (p->token_count == 1) {
+    int64_t sizing = std::max<int64_t>(1, resident_ctas / units);
+    sizing = std::min({sizing, std::max<int64_t>(1, capacity_tiles), kMaxGridY, max_slots});
+    d.sizing_splits = (int)sizing;
+    d.tiles_per_split = (int)std::max<int64_t>(1, ceil_div(capacity_tiles, sizing));
+    d.num_split_slots = (int)std::max<int64_t>(1, std::min(sizing, bound_tiles));
+    return d;
+  }
+  const int64_t splits_wanted = ceil_div(2 * resident_ctas, units);
+  int64_t tiles = std::min<int64_t>(kMaxTilesPerSplit, ceil_div(capacity_tiles, splits_wanted));
+  tiles = std::max<int64_t>(tiles, ceil_div(capacity_tiles, kMaxGridY));  // gridDim.y
   tiles = std::max<int64_t>(tiles, ceil_div(capacity_tiles, max_slots));
-  return (int)std::max<int64_t>(1, tiles);
-}
-
-// Split slots of the grid: the bound's tiles cut into splits (<= kMaxGridY by tiles_per_split_for).
-int num_split_slots_for(const pa__problem *p, int tiles_per_split) {
-  const int64_t bound_tiles =
-      ceil_div(std::min<int64_t>(p->max_kv_len, kMaxReachableKeys), kDecodeTileKeys);
-  return (int)std::max<int64_t>(1, ceil_div(bound_tiles, tiles_per_split));
+  d.sizing_splits = 0;
+  d.tiles_per_split = (int)std::max<int64_t>(1, tiles);
+  d.num_split_slots = (int)std::max<int64_t>(1, ceil_div(bound_tiles, d.tiles_per_split));
+  return d;
 }
 
 // The kernels' parameters that depend only on the plan (the call's pointers stay NULL).
-void fill_params(const pa__problem *p, decode_state *s, int tiles_per_split, int num_split_slots,
+void fill_params(const pa__problem *p, decode_state *s, const decode_splits &splits,
                  int head_chunks) {
+  const int num_split_slots = splits.num_split_slots;
   decode_params &P = s->params;
   P.kv = paged_kv_layout_of(*p);
   P.k_quant = p->k_quant;
@@ -161,7 +180,8 @@ void fill_params(const pa__problem *p, decode_state *s, int tiles_per_split, int
   P.softcap = p->softcap;
   P.window = p->window;
   P.is_causal = p->is_causal;
-  P.tiles_per_split = tiles_per_split;
+  P.tiles_per_split = splits.tiles_per_split;
+  P.sizing_splits = splits.sizing_splits;
   P.num_split_slots = num_split_slots;
 
   split_merge_params &M = s->merge;
@@ -186,15 +206,15 @@ pa_status decode_plan(pa_plan *plan, int setup_device) {
     return pa__fail(PA_ERROR_INTERNAL, "DECODE: no kernel for this problem after check passed");
   s->smem_bytes = smem_bytes_of(p);
   const int head_chunks = (int)ceil_div(p->group_size, kDecodeHeadsPerCta);
-  const int tiles_per_split = tiles_per_split_for(p, &plan->caps, s->smem_bytes, head_chunks);
-  const int num_split_slots = num_split_slots_for(p, tiles_per_split);
+  const decode_splits splits = splits_for(p, &plan->caps, s->smem_bytes, head_chunks);
+  const int num_split_slots = splits.num_split_slots;
   const int64_t cta_heads = (int64_t)p->kv_num_heads * head_chunks;
   const int64_t items = p->token_count * num_split_slots;  // the most work items a step can have
   s->work_list = num_split_slots > 1 && p->token_count > 1;
   s->merge_in_kernel =
       !s->work_list && num_split_slots > 1 && num_split_slots <= kDecodeMergeSplits;
   s->chained = plan->caps.compute_capability_major >= 9;
-  fill_params(p, s, tiles_per_split, num_split_slots, head_chunks);
+  fill_params(p, s, splits, head_chunks);
   // Q is the step's input unless the write path stages it (its region is planned before this)
   s->params.q_before_wait = plan->q_staged_region < 0;
   if (setup_device) {
@@ -243,10 +263,11 @@ pa_status decode_plan(pa_plan *plan, int setup_device) {
   const char *env = getenv("PA_DEBUG");
   if (env && strcmp(env, "1") == 0)
     fprintf(stderr,
-            "[pagedattn] DECODE: grid %u x %u, %d threads, %d B shared, %d tiles of %d keys per "
-            "split, %d split slots%s\n",
-            s->grid.x, s->grid.y, kDecodeThreads, s->smem_bytes, tiles_per_split,
-            kDecodeTileKeys, num_split_slots,
+            "[pagedattn] DECODE: grid %u x %u, %d threads, %d B shared, %s%d tiles of %d keys "
+            "per split (sizing count %d), %d split slots%s\n",
+            s->grid.x, s->grid.y, kDecodeThreads, s->smem_bytes,
+            splits.sizing_splits > 0 ? "the token's tiles / the sizing count, at most " : "",
+            splits.tiles_per_split, kDecodeTileKeys, splits.sizing_splits, num_split_slots,
             s->work_list          ? ", device work list + merge"
             : s->merge_in_kernel  ? ", merged by each row block's last CTA"
             : num_split_slots > 1 ? " + merge"

@@ -14,7 +14,8 @@
 // owns 16 keys of every tile (fragments through ldmatrix) and runs its own online softmax over
 // them; the warps are merged once at the end. The key range of a token
 // is window-clamped ([lo, hi) below) and its tiles are cut into splits of tiles_per_split tiles
-// (fixed at plan time from static shapes only, so results do not depend on attention_metadata);
+// (fixed at plan time from static shapes only), or for a single token into sizing_splits parts
+// of its own tiles (a plan constant too), so results do not depend on attention_metadata;
 // each split writes unnormalized fp32 partial outputs with their running max and sum, and
 // the merge kernels (common/split_merge.cuh) combine them; a single token's static grid with at
 // most kDecodeMergeSplits slots merges them itself, in the last CTA of each row block to finish
@@ -97,6 +98,9 @@ struct decode_params {
   int32_t window;        // -1 = off
   int32_t is_causal;
   int32_t tiles_per_split, num_split_slots;
+  // > 0 (one token, the static grid): split y reads tiles [y * z, (y + 1) * z) of the token's
+  // range, z = ceil(its tiles / sizing_splits), instead of tiles_per_split
+  int32_t sizing_splits;
 };
 
 // The kernel variant's channel capacity DMAX for a head size: 64, 128 or 256.
@@ -225,8 +229,11 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
     if (wait_after_q) wait_for_previous_kernel();
   };
   const decode_key_tiles range = token_key_tiles<kStaticGrid>(P, token);
-  const int tile_begin = min(split * P.tiles_per_split, range.tiles);
-  const int tile_end = min(range.tiles, tile_begin + P.tiles_per_split);
+  const int split_tiles = P.sizing_splits > 0
+                              ? (range.tiles + P.sizing_splits - 1) / P.sizing_splits
+                              : P.tiles_per_split;
+  const int tile_begin = min(split * split_tiles, range.tiles);
+  const int tile_end = min(range.tiles, tile_begin + split_tiles);
   const bool direct = P.num_split_slots == 1;
   const int64_t slot_base = item * P.num_heads;
 

@@ -182,6 +182,26 @@ int main(void) {
     gpu_matrix_add(&all, run_graph(&single, graph_axes, NUM(graph_axes), quick ? 8 : 32));
   }
 
+  /* one token whose splits hold several tiles each: a single token's split is its own tiles
+   * over the plan's sizing count (one wave of resident CTAs per KV head: 33 at 32/8 heads d128
+   * with a 16-bit cache on 132 multiprocessors, 66 with an 8-bit one, 16 at d256), so 4000 keys
+   * (63 tiles) make splits of 2 to 4 tiles; a window of 1000 cuts the range the splits divide;
+   * 33 and 66 slots take the merge kernel, 16 merge in the kernel; the replays grow the past */
+  static const int32_t wide_past[1] = {4000};
+  gpu_case wide = gpu_case_default("decode_single_token_wide_splits");
+  wide.num_heads = 32;
+  wide.kv_num_heads = 8;
+  wide.batch_size = 1;
+  wide.q_lens = single_q;
+  wide.past_lens = wide_past;
+  {
+    const gpu_axis axes[] = {GPU_AXIS(head_size, 128, 256),
+                             GPU_AXIS(cache_dtype, 0, PA_DTYPE_INT8), GPU_AXIS(window, 0, 1000)};
+    gpu_matrix_add(&all, run(&wide, axes, NUM(axes)));
+    const gpu_axis graph_axes[] = {GPU_AXIS(head_size, 128, 256)};
+    gpu_matrix_add(&all, run_graph(&wide, graph_axes, NUM(graph_axes), quick ? 8 : 32));
+  }
+
   /* long contexts: many splits and the merge (one sequence; one long among short ones) */
   gpu_case longctx = gpu_case_default("decode_long");
   longctx.num_heads = 8;
@@ -389,7 +409,7 @@ int main(void) {
     bitwise.past_lens = medium_past;
     gpu_matrix_count(&all, gpu_case_run_metadata_invariance(&bitwise, PA_BACKEND_DECODE, seed++));
     /* one token: 7 and 15 split slots merged in the kernel with a tight bound, 40 (the merge
-     * kernel, a CTA per row) without one or with a loose one: the same bits */
+     * kernel, a CTA per row) without one, up to that with a loose one: the same bits */
     static const int32_t single_past[2][1] = {{400}, {900}};
     bitwise.name = "decode_metadata_bitwise_single_token";
     bitwise.batch_size = 1;

@@ -421,6 +421,40 @@ static int32_t region_named(const pa_plan *plan, const char *name) {
   return -1;
 }
 
+/* DECODE's split slots for one token: its partial outputs' region over one slot's bytes. */
+static int64_t decode_single_token_slots(const pa_plan *plan) {
+  const int32_t r = region_named(plan, "DECODE partial outputs");
+  if (r < 0) return 1;
+  return (int64_t)(plan->workspace.regions[r].bytes /
+                   ((uint64_t)plan->problem.num_heads * plan->problem.head_size * sizeof(float)));
+}
+
+/* One token's DECODE splits are sized on the device: the plan fixes a sizing count from static
+ * shapes and the device (one wave of resident CTAs per KV head: 132 multiprocessors x 2 CTAs / 8
+ * KV heads = 33 for 32/8 heads d128 with a 16-bit cache on the H200), each split takes
+ * ceil(tiles / 33) of the token's own tiles, and the grid has min(33, the bound's tiles) slots: a
+ * 128k table 33 (the merge kernel) without a bound and with a loose one, 16 with a bound of 1k keys
+ * (merged in the kernel). The partition does not depend on the bound, only the slot count. */
+static void decode_single_token_splits_sized_on_device(void **state) {
+  (void)state;
+  case_config cfg = case_config_decode();
+  cfg.batch_size = cfg.token_count = 1;
+  cfg.blocks_per_seq = 131072 / 16;
+  cfg.num_blocks = cfg.blocks_per_seq;
+  const int32_t bounds[3] = {0, 100000, 1024}, slots[3] = {33, 33, 16};
+  for (int i = 0; i < 3; i++) {
+    cfg.metadata = bounds[i] > 0;
+    cfg.metadata_values[0] = 1;
+    cfg.metadata_values[1] = bounds[i];
+    pa_case c = built(cfg, CASE_H200);
+    c.backend = PA_BACKEND_DECODE;
+    pa_plan *plan = case_plan_ok(&c);
+    assert_int_equal(decode_single_token_slots(plan), slots[i]);
+    assert_int_equal(plan->arrivals_region >= 0, slots[i] <= 16);
+    pa_plan_destroy(plan);
+  }
+}
+
 /* A single token's DECODE step with at most 16 split slots merges them in the kernel: its plan
  * holds one arrival counter per KV head and head chunk, which the write kernel zeroes
  * (pa_plan::arrivals_region); more slots, or several tokens, keep the merge kernel and no
@@ -868,6 +902,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(dispatch_latent_decode_shaped_is_latent),
       cmocka_unit_test(latent_splits_balance_the_ctas),
       cmocka_unit_test(decode_single_token_merges_in_kernel),
+      cmocka_unit_test(decode_single_token_splits_sized_on_device),
       cmocka_unit_test(dispatch_forced_backends),
       cmocka_unit_test(dispatch_reference_needs_no_workspace),
       cmocka_unit_test(dispatch_host_plans_are_reference),

@@ -43,8 +43,10 @@ static size_t two_split_slots_bytes(const case_config *cfg) {
 static void issue19_1_decode_split_size_huge_table(void **state) {
   (void)state;
   const int32_t tables[] = {16776960, 8388608};
-  for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
-    case_config cfg = one_token(1 << 30, tables[i]);
+  for (size_t i = 0; i < 2 * sizeof tables / sizeof tables[0]; i++) {
+    /* one token (the split size from the sizing count) and two (the fixed split size) */
+    case_config cfg = one_token(1 << 30, tables[i / 2]);
+    cfg.token_count = cfg.batch_size = 1 + (int32_t)(i % 2);
     pa_case c;
     case_build(&c, &cfg);
     c.device = built_device();
@@ -58,8 +60,9 @@ static void issue19_1_decode_split_size_huge_table(void **state) {
 
 /* A decode step with num_heads query heads over 16 KV heads, head_size 16, and a block table of
  * blocks_per_seq blocks of 16 keys. */
-static pa_case many_heads(int32_t num_heads, int32_t blocks_per_seq) {
+static pa_case many_heads(int32_t num_heads, int32_t blocks_per_seq, int32_t tokens) {
   case_config cfg = one_token(16, blocks_per_seq);
+  cfg.token_count = cfg.batch_size = tokens;
   cfg.num_heads = num_heads;
   cfg.kv_num_heads = 16;
   cfg.head_size = 16;
@@ -71,10 +74,11 @@ static pa_case many_heads(int32_t num_heads, int32_t blocks_per_seq) {
 }
 
 /* Reproducer 2: DECODE merges the splits with gridDim.y = num_heads, at most 65535; 65552 heads
- * were planned anyway and the launch would fail in pa_execute after the cache write. */
+ * were planned anyway and the launch would fail in pa_execute after the cache write. (Two tokens:
+ * a single token's 4112 CTAs of 65552 heads fill a wave unsplit.) */
 static void issue19_2_decode_merge_grid_refused_at_plan_time(void **state) {
   (void)state;
-  pa_case c = many_heads(65552, 4096); /* 64k keys: several splits, so the merge runs */
+  pa_case c = many_heads(65552, 4096, 2); /* 64k keys: several splits, so the merge runs */
   c.backend = PA_BACKEND_DECODE;
   CASE_EXPECT_PLAN_FAILURE(&c, PA_ERROR_NOT_SUPPORTED, "backend DECODE", "num_heads 65552",
                            "gridDim.y", "65535");
@@ -86,10 +90,14 @@ static void issue19_2_decode_merge_grid_refused_at_plan_time(void **state) {
                            "PREFILL: num_heads 65552", "UNFUSED: a step whose smallest chunk");
 }
 
-/* Without splits there is no merge launch: DECODE still serves that many heads. */
+/* Without splits there is no merge launch: DECODE still serves that many heads, over one block,
+ * and one token over 64k keys (its CTAs fill a wave, so it runs unsplit). */
 static void issue19_2_decode_single_split_serves_many_heads(void **state) {
   (void)state;
-  pa_case c = many_heads(65552, 1);
+  pa_case c = many_heads(65552, 1, 1);
+  c.backend = PA_BACKEND_DECODE;
+  pa_plan_destroy(case_plan_ok(&c));
+  c = many_heads(65552, 4096, 1);
   c.backend = PA_BACKEND_DECODE;
   pa_plan_destroy(case_plan_ok(&c));
 }
