@@ -206,6 +206,25 @@ inline int64_t balanced_split_tiles_for(const pa__problem *p, int64_t ctas, int6
   return best_tiles;  // within the partials and the capacity: splits <= max_splits
 }
 
+// The call's pointers in a fused backend's kernel parameters (DECODE's decode_params, PREFILL's and
+// LATENT's prefill_params), whose plan-time copy holds NULL there. A LATENT call has no value
+// cache or head_sink (validation), so those stay NULL.
+template <typename Params>
+inline void set_call_inputs(Params &P, const pa__io *io) {
+  P.q = io->q_attn;
+  P.q_row_stride = io->q_attn_row_stride;
+  P.k_cache = io->key_cache;
+  P.v_cache = io->value_cache;
+  P.cu_seqlens = io->cu_seqlens;
+  P.past_seqlens = io->past_seqlens;
+  P.block_table = io->block_table;
+  P.query_positions = io->query_positions;
+  P.head_sink = io->head_sink;
+  P.k_scale = io->k_scale;
+  P.v_scale = io->v_scale;
+  P.output = io->output;
+}
+
 // CTAs of smem_bytes of dynamic shared memory that fit on a multiprocessor, estimated without the
 // device: a multiprocessor has about 1 KB more than the per-block opt-in limit and reserves 1 KB
 // per CTA.

@@ -279,18 +279,7 @@ pa_status decode_run(const pa_plan *plan, const pa__io *io, pa__stream stream) {
   const decode_state *s = (const decode_state *)plan->backend_state;
   const pa__workspace_layout *w = &plan->workspace;
   decode_params P = s->params;
-  P.q = io->q_attn;
-  P.q_row_stride = io->q_attn_row_stride;
-  P.k_cache = io->key_cache;
-  P.v_cache = io->value_cache;
-  P.cu_seqlens = io->cu_seqlens;
-  P.past_seqlens = io->past_seqlens;
-  P.block_table = io->block_table;
-  P.query_positions = io->query_positions;
-  P.head_sink = io->head_sink;
-  P.k_scale = io->k_scale;
-  P.v_scale = io->v_scale;
-  P.output = io->output;
+  set_call_inputs(P, io);
   if (s->partial_out_region >= 0) {
     P.partial_out = (float *)pa__workspace_at(w, s->partial_out_region, io->workspace);
     P.partial_ml = (float2 *)pa__workspace_at(w, s->partial_ml_region, io->workspace);

@@ -242,16 +242,8 @@ pa_status latent_plan(pa_plan *plan, int setup_device) {
 pa_status latent_run(const pa_plan *plan, const pa__io *io, pa__stream stream) {
   const latent_state *s = (const latent_state *)plan->backend_state;
   prefill_params P = s->params;
-  P.q = io->q_attn;
-  P.q_row_stride = io->q_attn_row_stride;
-  P.k_cache = io->key_cache;
-  P.cu_seqlens = io->cu_seqlens;
-  P.past_seqlens = io->past_seqlens;
-  P.block_table = io->block_table;
-  P.query_positions = io->query_positions;
-  P.k_scale = io->k_scale;
-  P.v_scale = io->k_scale;
-  P.output = io->output;
+  set_call_inputs(P, io);
+  P.v_scale = io->k_scale;  // the values are the latent rows' first channels
   kv_page_maps maps = {};  // the latent cache only (values are its first channels)
   if (s->variant.page_boxes) {
     const pa_status st = encode_kv_page_maps(s->page_map_encoder, P.kv, P.k_cache, nullptr,

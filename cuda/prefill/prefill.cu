@@ -195,18 +195,7 @@ pa_status prefill_plan(pa_plan *plan, int setup_device) {
 pa_status prefill_run(const pa_plan *plan, const pa__io *io, pa__stream stream) {
   const prefill_state *s = (const prefill_state *)plan->backend_state;
   prefill_params P = s->params;
-  P.q = io->q_attn;
-  P.q_row_stride = io->q_attn_row_stride;
-  P.k_cache = io->key_cache;
-  P.v_cache = io->value_cache;
-  P.cu_seqlens = io->cu_seqlens;
-  P.past_seqlens = io->past_seqlens;
-  P.block_table = io->block_table;
-  P.query_positions = io->query_positions;
-  P.head_sink = io->head_sink;
-  P.k_scale = io->k_scale;
-  P.v_scale = io->v_scale;
-  P.output = io->output;
+  set_call_inputs(P, io);
   const cudaError_t err = launch_row_block_step(*s, P, s->variant.launch, &plan->workspace,
                                                 io->workspace, (cudaStream_t)stream);
   if (err != cudaSuccess)
