@@ -993,6 +993,24 @@ int gpu_case_run_metadata_invariance(const gpu_case *c, pa_backend backend, unsi
   return result;
 }
 
+int gpu_case_run_plans_alive(const gpu_case *first, const gpu_case *later, pa_backend backend,
+                             unsigned seed) {
+  if (!gpu_available()) return GPU_SKIP;
+  fixture runs[2];
+  const gpu_case *cases[2] = {first, later};
+  for (int i = 0; i < 2; i++) /* the later plan is created while the first one lives */
+    runs[i].result = fixture_init(&runs[i], cases[i], cases[i]->name ? cases[i]->name : "(unnamed)",
+                                  backend, seed + (unsigned)i, 1);
+  int result = GPU_PASS;
+  for (int i = 0; i < 2 && result == GPU_PASS; i++)
+    if (runs[i].result != GPU_PASS) result = runs[i].result;
+  /* the first plan runs after the later one's set-up */
+  for (int i = 0; i < 2 && result == GPU_PASS; i++)
+    if (!run_step(&runs[i], 0, 0)) result = GPU_FAIL;
+  for (int i = 0; i < 2; i++) fixture_free(&runs[i]);
+  return result;
+}
+
 /* ---- threads and streams --------------------------------------------------------------------- */
 
 typedef struct concurrent_run {

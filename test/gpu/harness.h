@@ -217,6 +217,15 @@ int gpu_case_run_ring(const gpu_case *c, pa_backend backend, unsigned seed, int 
 int gpu_case_run_metadata_invariance(const gpu_case *c, pa_backend backend, unsigned seed);
 
 /*
+ * Two plans alive at once: creates first's plan, then later's, and only then executes first, then
+ * later, each compared with the reference. What a plan sets up on the device for its kernels (a
+ * kernel function's shared-memory attribute) must hold for every live plan, not only the last one
+ * created.
+ */
+int gpu_case_run_plans_alive(const gpu_case *first, const gpu_case *later, pa_backend backend,
+                             unsigned seed);
+
+/*
  * Threads and streams (doc/api.md: one const plan may be executed concurrently from several
  * threads on several streams): runs the case once serially, then from `threads` host threads at
  * once (at most 16), each on its own stream and its own buffers and workspace (the same inputs),

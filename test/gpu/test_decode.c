@@ -182,6 +182,28 @@ int main(void) {
     gpu_matrix_add(&all, run_graph(&single, graph_axes, NUM(graph_axes), quick ? 8 : 32));
   }
 
+  /* two plans alive: one token's plan (the in-kernel merge), then two tokens' (the work list),
+   * each kernel variant's shared memory set up by both, then the first executed */
+  {
+    static const int32_t two_q[2] = {1, 1}, two_past[2] = {700, 300};
+    const int32_t head_sizes[3] = {64, 128, 256};
+    for (int i = 0; i < 3; i++) {
+      gpu_case one = gpu_case_default("decode_plans_alive [one token, then two]");
+      one.kv_num_heads = 2;
+      one.num_heads = 8;
+      one.head_size = head_sizes[i];
+      one.batch_size = 1;
+      one.q_lens = single_q;
+      one.past_lens = single_past;
+      gpu_case two = one;
+      two.name = "decode_plans_alive [two tokens, created second]";
+      two.batch_size = 2;
+      two.q_lens = two_q;
+      two.past_lens = two_past;
+      gpu_matrix_count(&all, gpu_case_run_plans_alive(&one, &two, PA_BACKEND_DECODE, seed++));
+    }
+  }
+
   /* one token whose splits hold several tiles each: a single token's split is its own tiles
    * over the plan's sizing count (one wave of resident CTAs per KV head: 33 at 32/8 heads d128
    * with a 16-bit cache on 132 multiprocessors, 66 with an 8-bit one, 16 at d256), so 4000 keys
