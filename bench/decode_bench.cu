@@ -12,6 +12,8 @@
 //   pa_bench_decode [--quick] [--graph] [--only TEXT] [--block N]
 //     --quick     fewer block sizes and cache types (what tools/gpu-check.sh runs)
 //     --graph     only the latency case (B = 1, L = 1k)
+// The latency case is followed by its graph floor: the same replays of graphs of empty kernels,
+// one alone and two chained like the step's write and attention kernels.
 //     --only TEXT only the shapes whose label contains TEXT (e.g. for a profiler)
 //     --block N   only block size N
 #include <math.h>
@@ -86,6 +88,52 @@ __global__ void __launch_bounds__(kCeilingThreads) paged_read_kernel(
     acc.w ^= x.w ^ y.w;
   }
   if (acc.x == 0x9e3779b9u && acc.y == 0x7f4a7c15u && acc.z == acc.w) sink[0] = acc;
+}
+
+// ---- the graph floor of the latency step --------------------------------------------------------
+
+// What a replay of the latency step's graph costs before any work: graphs of kernels that do
+// nothing, replayed back to back as time_execute does: one kernel, and two chained as the step's
+// write and attention kernels are (the second launched with programmatic stream serialization on
+// compute capability 9.0 and newer, waiting for the first; the first lets it launch at once).
+__global__ void floor_first_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__global__ void floor_chained_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+double graph_floor_us(cudaStream_t stream, int kernels) {
+  int device = 0, major = 0;
+  CHECK_CUDA(cudaGetDevice(&device));
+  CHECK_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  cudaGraph_t g;
+  cudaGraphExec_t exec;
+  CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  floor_first_kernel<<<1, 128, 0, stream>>>();
+  if (kernels == 2) {
+    cudaLaunchAttribute chained = {};
+    chained.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    chained.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t launch = {};
+    launch.gridDim = dim3(128);  // the latency step's attention grid: 8 KV heads x 16 splits
+    launch.blockDim = dim3(128);
+    launch.stream = stream;
+    launch.attrs = &chained;
+    launch.numAttrs = major >= 9 ? 1 : 0;
+    CHECK_CUDA(cudaLaunchKernelEx(&launch, floor_chained_kernel));
+  }
+  CHECK_CUDA(cudaStreamEndCapture(stream, &g));
+  CHECK_CUDA(cudaGraphInstantiate(&exec, g, 0));
+  CHECK_CUDA(cudaGraphDestroy(g));
+  const double us =
+      median_us(stream, 10, 5, 200, [&]() { CHECK_CUDA(cudaGraphLaunch(exec, stream)); });
+  CHECK_CUDA(cudaGraphExecDestroy(exec));
+  return us;
 }
 
 // ---- one configuration --------------------------------------------------------------------------
@@ -466,9 +514,13 @@ int main(int argc, char **argv) {
           failures += bench_one({shapes[i], 16, t, cache}, copy, stream, seed++);
       }
   }
-  if (!only || graph_only)
+  if (!only || graph_only) {
     failures +=
         bench_one({latency, 16, PA_DTYPE_BFLOAT16, PA_DTYPE_BFLOAT16}, copy, stream, seed++);
+    printf("graph floor of the latency row (empty kernels, replayed back to back as the rows): one "
+           "kernel %.2f us, two chained %.2f us\n",
+           graph_floor_us(stream, 1), graph_floor_us(stream, 2));
+  }
   CHECK_CUDA(cudaStreamDestroy(stream));
   if (failures) printf("%d configuration(s) FAILED the correctness check\n", failures);
   return failures ? 1 : 0;
