@@ -421,12 +421,13 @@ static int32_t region_named(const pa_plan *plan, const char *name) {
   return -1;
 }
 
-/* DECODE's split slots for one token: its partial outputs' region over one slot's bytes. */
-static int64_t decode_single_token_slots(const pa_plan *plan) {
+/* DECODE's split slots: its partial outputs' region over one slot's bytes for every token. */
+static int64_t decode_split_slots(const pa_plan *plan) {
   const int32_t r = region_named(plan, "DECODE partial outputs");
   if (r < 0) return 1;
   return (int64_t)(plan->workspace.regions[r].bytes /
-                   ((uint64_t)plan->problem.num_heads * plan->problem.head_size * sizeof(float)));
+                   ((uint64_t)plan->problem.token_count * plan->problem.num_heads *
+                    plan->problem.head_size * sizeof(float)));
 }
 
 /* One token's DECODE splits are sized on the device: the plan fixes a sizing count from static
@@ -449,8 +450,32 @@ static void decode_single_token_splits_sized_on_device(void **state) {
     pa_case c = built(cfg, CASE_H200);
     c.backend = PA_BACKEND_DECODE;
     pa_plan *plan = case_plan_ok(&c);
-    assert_int_equal(decode_single_token_slots(plan), slots[i]);
+    assert_int_equal(decode_split_slots(plan), slots[i]);
     assert_int_equal(plan->arrivals_region >= 0, slots[i] <= 16);
+    pa_plan_destroy(plan);
+  }
+}
+
+/* Several tokens' DECODE splits aim at two waves of the resident CTAs, and those follow the ring's
+ * stages: two stages up to DMAX 128 for several tokens, so three CTAs per multiprocessor with a
+ * 16-bit cache (74 KB of shared memory; one token keeps three stages and two CTAs) and four with an
+ * 8-bit one. 8 tokens x 8 KV heads = 64 units, an 8k table = 128 tiles on the H200's 132
+ * multiprocessors: 16-bit 2 x 396 / 64 -> 13 splits of 10 tiles (two CTAs would give 9 of 15),
+ * int8 2 x 528 / 64 -> 17 splits of 8 tiles, 16 slots. */
+static void decode_several_tokens_splits_follow_the_ring(void **state) {
+  (void)state;
+  case_config cfg = case_config_decode();
+  cfg.batch_size = cfg.token_count = 8;
+  cfg.blocks_per_seq = 8192 / 16;
+  cfg.num_blocks = (int64_t)cfg.batch_size * cfg.blocks_per_seq;
+  const pa_dtype caches[2] = {PA_DTYPE_UNDEFINED, PA_DTYPE_INT8};
+  const int64_t slots[2] = {13, 16};
+  for (int i = 0; i < 2; i++) {
+    cfg.cache_dtype = caches[i];
+    pa_case c = built(cfg, CASE_H200);
+    c.backend = PA_BACKEND_DECODE;
+    pa_plan *plan = case_plan_ok(&c);
+    assert_int_equal(decode_split_slots(plan), slots[i]);
     pa_plan_destroy(plan);
   }
 }
@@ -903,6 +928,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(latent_splits_balance_the_ctas),
       cmocka_unit_test(decode_single_token_merges_in_kernel),
       cmocka_unit_test(decode_single_token_splits_sized_on_device),
+      cmocka_unit_test(decode_several_tokens_splits_follow_the_ring),
       cmocka_unit_test(dispatch_forced_backends),
       cmocka_unit_test(dispatch_reference_needs_no_workspace),
       cmocka_unit_test(dispatch_host_plans_are_reference),
