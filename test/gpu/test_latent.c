@@ -209,6 +209,18 @@ static void matrix(gpu_matrix_result *all, int quick) {
     RUN_QUICK_OR_FULL(*all, split, q, f);
   }
 
+  /* split-KV under a window: the splits that lie wholly before the rows' window have no tile
+   * (their tile_end falls below their tile_begin), on each Hopper kernel (16, 32 and 128 rows) */
+  gpu_case split_window = deepseek("latent_split_kv_window");
+  split_window.batch_size = 2;
+  split_window.max_past_len = quick ? 2000 : 6000;
+  {
+    const gpu_axis q[] = {GPU_AXIS(num_heads, 16, 128), GPU_AXIS(window, 64)};
+    const gpu_axis f[] = {GPU_AXIS(num_heads, 16, 32, 128), GPU_AXIS(window, 1, 64, 1000),
+                          GPU_AXIS(max_q_len, 1, 2)};
+    RUN_QUICK_OR_FULL(*all, split_window, q, f);
+  }
+
   /* larger batches: more row blocks than the GPU has multiprocessors */
   gpu_case batches = deepseek("latent_batches");
   batches.max_past_len = 100;
