@@ -29,6 +29,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "../cuda/common/chained_launch.cuh"
 #include "bench_common.cuh"
 #include "bench_peaks.cuh"
 #include "host_numeric.h"
@@ -94,18 +95,10 @@ __global__ void __launch_bounds__(kCeilingThreads) paged_read_kernel(
 
 // What a replay of the latency step's graph costs before any work: graphs of kernels that do
 // nothing, replayed back to back as time_execute does: one kernel, and two chained as the step's
-// write and attention kernels are (the second launched with programmatic stream serialization on
-// compute capability 9.0 and newer, waiting for the first; the first lets it launch at once).
-__global__ void floor_first_kernel() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
-__global__ void floor_chained_kernel() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
+// write and attention kernels are (the library's own launch_chained and wait_for_previous_kernel:
+// the second launched with programmatic stream serialization on compute capability 9.0 and newer,
+// waiting for the first, which lets it launch at once).
+__global__ void floor_kernel() { pa::detail::wait_for_previous_kernel(); }
 
 double graph_floor_us(cudaStream_t stream, int kernels) {
   int device = 0, major = 0;
@@ -114,19 +107,9 @@ double graph_floor_us(cudaStream_t stream, int kernels) {
   cudaGraph_t g;
   cudaGraphExec_t exec;
   CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  floor_first_kernel<<<1, 128, 0, stream>>>();
-  if (kernels == 2) {
-    cudaLaunchAttribute chained = {};
-    chained.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    chained.val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t launch = {};
-    launch.gridDim = dim3(128);  // the latency step's attention grid: 8 KV heads x 16 splits
-    launch.blockDim = dim3(128);
-    launch.stream = stream;
-    launch.attrs = &chained;
-    launch.numAttrs = major >= 9 ? 1 : 0;
-    CHECK_CUDA(cudaLaunchKernelEx(&launch, floor_chained_kernel));
-  }
+  CHECK_CUDA(pa::detail::launch_chained(floor_kernel, dim3(1), 128, 0, stream, false));
+  if (kernels == 2)  // the latency step's attention grid: 8 KV heads x 16 splits
+    CHECK_CUDA(pa::detail::launch_chained(floor_kernel, dim3(128), 128, 0, stream, major >= 9));
   CHECK_CUDA(cudaStreamEndCapture(stream, &g));
   CHECK_CUDA(cudaGraphInstantiate(&exec, g, 0));
   CHECK_CUDA(cudaGraphDestroy(g));

@@ -8,11 +8,11 @@
 // multiples of 64 whatever the page size, so a thread's run of up to 16 consecutive rows of a tile
 // lies in one page: it looks up one block id per tile (prefetched a tile ahead) and issues its
 // rows' 16-byte cp.async loads at a fixed stride into a 3-stage ring (2 stages up to DMAX 128 for
-// 8-bit caches and for steps of several tokens: decode_stages; cp_async_tile_ring, through common/kv_tile_loader.cuh, shared with
-// PREFILL's mma.sync kernel). Shared rows are DMAX channels wide; channels past head_size
-// are zero-filled by the same loads, so the math below never tests head_size. Each of the 4 warps
-// owns 16 keys of every tile (fragments through ldmatrix) and runs its own online softmax over
-// them; the warps are merged once at the end. The key range of a token
+// 8-bit caches and for steps of several tokens: decode_stages; cp_async_tile_ring, through
+// common/kv_tile_loader.cuh, shared with PREFILL's mma.sync kernel). Shared rows are DMAX channels
+// wide; channels past head_size are zero-filled by the same loads, so the math below never tests
+// head_size. Each of the 4 warps owns 16 keys of every tile (fragments through ldmatrix) and runs
+// its own online softmax over them; the warps are merged once at the end. The key range of a token
 // is window-clamped ([lo, hi) below) and its tiles are cut into splits of tiles_per_split tiles
 // (fixed at plan time from static shapes only), or for a single token into sizing_splits parts
 // of its own tiles (a plan constant too), so results do not depend on attention_metadata;
@@ -474,7 +474,8 @@ __global__ void __launch_bounds__(kDecodeThreads, sizeof(C) == 1 && DMAX <= 128 
     const int64_t token = blockIdx.x / P.cta_heads;
     const int cta_head = blockIdx.x % P.cta_heads;
     decode_item<T, C, DMAX, kStages, true>(P, smem, token, blockIdx.y,
-                                           token * P.num_split_slots + blockIdx.y, cta_head, q_first);
+                                           token * P.num_split_slots + blockIdx.y, cta_head,
+                                           q_first);
     if (P.merge_arrivals) decode_merge_if_last<T, C, DMAX>(P, token, cta_head);
     return;
   }

@@ -183,7 +183,8 @@ int main(void) {
   }
 
   /* two plans alive: one token's plan (the in-kernel merge), then two tokens' (the work list),
-   * each kernel variant's shared memory set up by both, then the first executed */
+   * then the first executed; at head size 256 both plans set up one kernel's shared memory (at 64
+   * and 128 a 16-bit cache's single token has its own three-stage kernel) */
   {
     static const int32_t two_q[2] = {1, 1}, two_past[2] = {700, 300};
     const int32_t head_sizes[3] = {64, 128, 256};
