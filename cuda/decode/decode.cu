@@ -55,38 +55,30 @@ struct decode_state {
       work_counter_region;
 };
 
-template <typename T, typename C, int DMAX, int kStages>
-decode_variant variant_with() {
-  return {decode_set_smem<T, C, DMAX, kStages>, decode_occupancy<T, C, DMAX, kStages>,
-          decode_launch<T, C, DMAX, kStages>};
-}
 template <typename T, typename C, int DMAX>
-decode_variant variant_with(bool one_token) {
-  constexpr int kOneToken = decode_stages(DMAX, (int)sizeof(C), true);
-  constexpr int kSeveral = decode_stages(DMAX, (int)sizeof(C), false);
-  return one_token ? variant_with<T, C, DMAX, kOneToken>() : variant_with<T, C, DMAX, kSeveral>();
+decode_variant variant_with() {
+  return {decode_set_smem<T, C, DMAX>, decode_occupancy<T, C, DMAX>, decode_launch<T, C, DMAX>};
 }
 template <typename T, typename C>
-decode_variant variant_of(int head_size, bool one_token) {
+decode_variant variant_of(int head_size) {
   switch (decode_dmax(head_size)) {
     case 64:
-      return variant_with<T, C, 64>(one_token);
+      return variant_with<T, C, 64>();
     case 128:
-      return variant_with<T, C, 128>(one_token);
+      return variant_with<T, C, 128>();
     default:
-      return variant_with<T, C, 256>(one_token);
+      return variant_with<T, C, 256>();
   }
 }
 
 bool variant_for(const pa__problem *p, decode_variant *v) {
   return for_kernel_types(p, [&](auto t, auto c) {
-    *v = variant_of<decltype(t), decltype(c)>(p->head_size, p->token_count == 1);
+    *v = variant_of<decltype(t), decltype(c)>(p->head_size);
   });
 }
 
 int smem_bytes_of(const pa__problem *p) {
-  return decode_smem_bytes(p->head_size, (int)pa_dtype_size(p->k_cache_dtype),
-                           p->token_count == 1);
+  return decode_smem_bytes(p->head_size, (int)pa_dtype_size(p->k_cache_dtype));
 }
 
 struct decode_splits {

@@ -3,15 +3,11 @@
 
 namespace pa {
 namespace detail {
-PA_DECODE_INSTANTIATE(__half, __half, 64, 2)
-PA_DECODE_INSTANTIATE(__half, __half, 64, 3)
-PA_DECODE_INSTANTIATE(__half, __half, 128, 2)
-PA_DECODE_INSTANTIATE(__half, __half, 128, 3)
-PA_DECODE_INSTANTIATE(__half, __half, 256, 3)
-PA_DECODE_INSTANTIATE(__nv_bfloat16, __nv_bfloat16, 64, 2)
-PA_DECODE_INSTANTIATE(__nv_bfloat16, __nv_bfloat16, 64, 3)
-PA_DECODE_INSTANTIATE(__nv_bfloat16, __nv_bfloat16, 128, 2)
-PA_DECODE_INSTANTIATE(__nv_bfloat16, __nv_bfloat16, 128, 3)
-PA_DECODE_INSTANTIATE(__nv_bfloat16, __nv_bfloat16, 256, 3)
+PA_DECODE_INSTANTIATE(__half, __half, 64)
+PA_DECODE_INSTANTIATE(__half, __half, 128)
+PA_DECODE_INSTANTIATE(__half, __half, 256)
+PA_DECODE_INSTANTIATE(__nv_bfloat16, __nv_bfloat16, 64)
+PA_DECODE_INSTANTIATE(__nv_bfloat16, __nv_bfloat16, 128)
+PA_DECODE_INSTANTIATE(__nv_bfloat16, __nv_bfloat16, 256)
 }  // namespace detail
 }  // namespace pa

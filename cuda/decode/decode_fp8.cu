@@ -4,12 +4,12 @@
 #if PA_FP8_KV_CACHE
 namespace pa {
 namespace detail {
-PA_DECODE_INSTANTIATE(__half, fp8_e4m3, 64, 2)
-PA_DECODE_INSTANTIATE(__half, fp8_e4m3, 128, 2)
-PA_DECODE_INSTANTIATE(__half, fp8_e4m3, 256, 3)
-PA_DECODE_INSTANTIATE(__nv_bfloat16, fp8_e4m3, 64, 2)
-PA_DECODE_INSTANTIATE(__nv_bfloat16, fp8_e4m3, 128, 2)
-PA_DECODE_INSTANTIATE(__nv_bfloat16, fp8_e4m3, 256, 3)
+PA_DECODE_INSTANTIATE(__half, fp8_e4m3, 64)
+PA_DECODE_INSTANTIATE(__half, fp8_e4m3, 128)
+PA_DECODE_INSTANTIATE(__half, fp8_e4m3, 256)
+PA_DECODE_INSTANTIATE(__nv_bfloat16, fp8_e4m3, 64)
+PA_DECODE_INSTANTIATE(__nv_bfloat16, fp8_e4m3, 128)
+PA_DECODE_INSTANTIATE(__nv_bfloat16, fp8_e4m3, 256)
 }  // namespace detail
 }  // namespace pa
 #endif

@@ -7,15 +7,15 @@
 // m16n8k16, so each KV tile is read from memory once per group. Tiles are 64 keys at absolute
 // multiples of 64 whatever the page size, so a thread's run of up to 16 consecutive rows of a tile
 // lies in one page: it looks up one block id per tile (prefetched a tile ahead) and issues its
-// rows' 16-byte cp.async loads at a fixed stride into a 3-stage ring (2 stages up to DMAX 128 for
-// 8-bit caches and for steps of several tokens: decode_stages; cp_async_tile_ring, through
-// common/kv_tile_loader.cuh, shared with PREFILL's mma.sync kernel). Shared rows are DMAX channels
-// wide; channels past head_size are zero-filled by the same loads, so the math below never tests
-// head_size. Each of the 4 warps owns 16 keys of every tile (fragments through ldmatrix) and runs
-// its own online softmax over them; the warps are merged once at the end. The key range of a token
-// is window-clamped ([lo, hi) below) and its tiles are cut into splits of tiles_per_split tiles
-// (fixed at plan time from static shapes only), or for a single token into sizing_splits parts
-// of its own tiles (a plan constant too), so results do not depend on attention_metadata;
+// rows' 16-byte cp.async loads at a fixed stride into a 3-stage ring (2 stages for 8-bit caches up
+// to DMAX 128: decode_stages; cp_async_tile_ring, through common/kv_tile_loader.cuh, shared with
+// PREFILL's mma.sync kernel). Shared rows are DMAX channels wide; channels past head_size are
+// zero-filled by the same loads, so the math below never tests head_size. Each of the 4 warps owns
+// 16 keys of every tile (fragments through ldmatrix) and runs its own online softmax over them;
+// the warps are merged once at the end. The key range of a token is window-clamped ([lo, hi)
+// below) and its tiles are cut into splits of tiles_per_split tiles (fixed at plan time from
+// static shapes only), or for a single token into sizing_splits parts of its own tiles (a plan
+// constant too), so results do not depend on attention_metadata;
 // each split writes unnormalized fp32 partial outputs with their running max and sum, and
 // the merge kernels (common/split_merge.cuh) combine them; a single token's static grid with at
 // most kDecodeMergeSplits slots merges them itself, in the last CTA of each row block to finish
@@ -51,12 +51,10 @@ constexpr int kDecodeTileKeys = 64;  // also the alignment of every tile's first
 constexpr int kDecodeWarps = 4;
 constexpr int kDecodeThreads = 32 * kDecodeWarps;
 constexpr int kDecodeKeysPerWarp = kDecodeTileKeys / kDecodeWarps;  // 16: one mma k-step of P·V
-// Stages of the K/V ring: three, or two up to DMAX 128 where the kernel is bound by latency with
-// few warps per multiprocessor: two stages leave room for four CTAs (8-bit caches) or three
-// (16-bit caches, 74 KB against 109 KB at DMAX 128). One token of a 16-bit cache keeps three: its
-// splits follow the resident CTAs, and 49 shorter splits at three CTAs measured slower than 33.
-__host__ __device__ constexpr int decode_stages(int dmax, int cache_elem_bytes, bool one_token) {
-  return dmax > 128 ? 3 : cache_elem_bytes == 1 || !one_token ? 2 : 3;
+// Stages of the K/V ring: three, or two for 8-bit caches up to DMAX 128, whose kernel is bound
+// by latency with three CTAs (twelve warps) per multiprocessor: two stages leave room for four.
+__host__ __device__ constexpr int decode_stages(int dmax, int cache_elem_bytes) {
+  return cache_elem_bytes == 1 && dmax <= 128 ? 2 : 3;
 }
 constexpr int kDecodeHeadsPerCta = 16;  // the M of m16n8k16
 // The most split slots the static grid merges in the kernel (a split's row of a head in a lane's
@@ -115,10 +113,9 @@ __host__ __device__ constexpr int decode_q_row_elems(int dmax) { return dmax + 8
 __host__ __device__ constexpr int decode_kv_row_bytes(int dmax, int cache_elem_bytes) {
   return dmax * cache_elem_bytes + kDecodeRowPadBytes;
 }
-__host__ __device__ inline int decode_smem_bytes(int head_size, int cache_elem_bytes,
-                                                 bool one_token) {
+__host__ __device__ inline int decode_smem_bytes(int head_size, int cache_elem_bytes) {
   const int dmax = decode_dmax(head_size);
-  const int stages = decode_stages(dmax, cache_elem_bytes, one_token);
+  const int stages = decode_stages(dmax, cache_elem_bytes);
   return kDecodeHeadsPerCta * decode_q_row_elems(dmax) * 2 + stages * kDecodeTileKeys +
          stages * 2 * kDecodeTileKeys * decode_kv_row_bytes(dmax, cache_elem_bytes);
 }
@@ -153,7 +150,7 @@ __device__ __forceinline__ decode_key_tiles token_key_tiles(const decode_params 
 // One work item: split `split` of token `token`, for the query heads of cta_head. kStaticGrid:
 // the static grid's, which reads the step's inputs through L2 (load_step_input), since with
 // wait_after_q it reads them before its wait.
-template <typename T, typename C, int DMAX, int kStages, bool kStaticGrid>
+template <typename T, typename C, int DMAX, bool kStaticGrid>
 __device__ __forceinline__ void decode_item(const decode_params &P, unsigned char *smem,
                                             int64_t token, int split, int64_t item, int cta_head,
                                             bool wait_after_q) {
@@ -177,6 +174,7 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
   M *q_smem = reinterpret_cast<M *>(smem);
   constexpr int q_stride = decode_q_row_elems(DMAX);
   unsigned char *admitted = smem + kDecodeHeadsPerCta * q_stride * sizeof(T);
+  constexpr int kStages = decode_stages(DMAX, (int)sizeof(C));
   unsigned char *stages = admitted + kStages * kDecodeTileKeys;
   constexpr int row_bytes = decode_kv_row_bytes(DMAX, (int)sizeof(C));
   using Loader = kv_tile_loader<C, DMAX, kDecodeThreads, row_bytes, kStages, kStaticGrid>;
@@ -463,8 +461,8 @@ __device__ __forceinline__ void decode_merge_if_last(const decode_params &P, int
 // counter, the KV heads of an item adjacent, until the list is exhausted (robust to however many
 // CTAs are actually resident).
 // An 8-bit two-stage ring up to DMAX 128 leaves room for 4 CTAs per SM: registers must too
-// (<= 128). kStages: decode_stages of the plan's shapes.
-template <typename T, typename C, int DMAX, int kStages>
+// (<= 128).
+template <typename T, typename C, int DMAX>
 __global__ void __launch_bounds__(kDecodeThreads, sizeof(C) == 1 && DMAX <= 128 ? 4 : 1)
     decode_kernel(const decode_params P) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -473,9 +471,8 @@ __global__ void __launch_bounds__(kDecodeThreads, sizeof(C) == 1 && DMAX <= 128 
   if (!P.work_items) {
     const int64_t token = blockIdx.x / P.cta_heads;
     const int cta_head = blockIdx.x % P.cta_heads;
-    decode_item<T, C, DMAX, kStages, true>(P, smem, token, blockIdx.y,
-                                           token * P.num_split_slots + blockIdx.y, cta_head,
-                                           q_first);
+    decode_item<T, C, DMAX, true>(P, smem, token, blockIdx.y,
+                                  token * P.num_split_slots + blockIdx.y, cta_head, q_first);
     if (P.merge_arrivals) decode_merge_if_last<T, C, DMAX>(P, token, cta_head);
     return;
   }
@@ -488,40 +485,37 @@ __global__ void __launch_bounds__(kDecodeThreads, sizeof(C) == 1 && DMAX <= 128 
     if (taken >= total) break;
     const int64_t item = taken / P.cta_heads;
     const int2 work = P.work_items[item];
-    decode_item<T, C, DMAX, kStages, false>(P, smem, work.x, work.y, item,
-                                            (int)(taken % P.cta_heads), false);
+    decode_item<T, C, DMAX, false>(P, smem, work.x, work.y, item, (int)(taken % P.cta_heads),
+                                   false);
     __syncthreads();  // the next item rewrites `next` and the shared memory this one read
   }
 }
 
 // Per-instantiation entry points, defined in the decode_*.cu translation units.
-template <typename T, typename C, int DMAX, int kStages>
+template <typename T, typename C, int DMAX>
 cudaError_t decode_set_smem(int smem_bytes);
-template <typename T, typename C, int DMAX, int kStages>
+template <typename T, typename C, int DMAX>
 cudaError_t decode_occupancy(int smem_bytes, int *ctas_per_sm);
-template <typename T, typename C, int DMAX, int kStages>
+template <typename T, typename C, int DMAX>
 cudaError_t decode_launch(const decode_params &P, dim3 grid, int smem_bytes, cudaStream_t stream,
                           bool chained);
 
-// One instantiation per stage count that decode_stages gives its (C, DMAX): with a 16-bit cache up
-// to DMAX 128, 2 (several tokens) and 3 (one token).
-#define PA_DECODE_INSTANTIATE(T, C, DMAX, STAGES)                                                \
+#define PA_DECODE_INSTANTIATE(T, C, DMAX)                                                        \
   template <>                                                                                    \
-  cudaError_t decode_set_smem<T, C, DMAX, STAGES>(int smem_bytes) {                              \
-    return cudaFuncSetAttribute(decode_kernel<T, C, DMAX, STAGES>,                               \
+  cudaError_t decode_set_smem<T, C, DMAX>(int smem_bytes) {                                      \
+    return cudaFuncSetAttribute(decode_kernel<T, C, DMAX>,                                       \
                                 cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);        \
   }                                                                                              \
   template <>                                                                                    \
-  cudaError_t decode_occupancy<T, C, DMAX, STAGES>(int smem_bytes, int *ctas_per_sm) {           \
-    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(                                        \
-        ctas_per_sm, decode_kernel<T, C, DMAX, STAGES>, kDecodeThreads, smem_bytes);             \
+  cudaError_t decode_occupancy<T, C, DMAX>(int smem_bytes, int *ctas_per_sm) {                   \
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, decode_kernel<T, C, DMAX>, \
+                                                         kDecodeThreads, smem_bytes);            \
   }                                                                                              \
   template <>                                                                                    \
-  cudaError_t decode_launch<T, C, DMAX, STAGES>(const decode_params &P, dim3 grid,               \
-                                                int smem_bytes, cudaStream_t stream,             \
-                                                bool chained) {                                  \
-    return launch_chained(decode_kernel<T, C, DMAX, STAGES>, grid, kDecodeThreads,               \
-                          (size_t)smem_bytes, stream, chained, P);                               \
+  cudaError_t decode_launch<T, C, DMAX>(const decode_params &P, dim3 grid, int smem_bytes,       \
+                                        cudaStream_t stream, bool chained) {                     \
+    return launch_chained(decode_kernel<T, C, DMAX>, grid, kDecodeThreads, (size_t)smem_bytes, \
+                          stream, chained, P);                                                   \
   }
 
 }  // namespace detail
