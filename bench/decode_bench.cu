@@ -12,10 +12,10 @@
 //   pa_bench_decode [--quick] [--graph] [--only TEXT] [--block N]
 //     --quick     fewer block sizes and cache types (what tools/gpu-check.sh runs)
 //     --graph     only the latency case (B = 1, L = 1k)
-// The latency case is followed by its graph floor: the same replays of graphs of empty kernels,
-// one alone and two chained like the step's write and attention kernels.
 //     --only TEXT only the shapes whose label contains TEXT (e.g. for a profiler)
 //     --block N   only block size N
+// The latency case is followed by its graph floor: the same replays of graphs of empty kernels,
+// one alone and two chained like the step's write and attention kernels.
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>

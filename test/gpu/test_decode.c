@@ -183,8 +183,8 @@ int main(void) {
   }
 
   /* two plans alive: one token's plan (the in-kernel merge), then two tokens' (the work list),
-   * then the first executed; at head size 256 both plans set up one kernel's shared memory (at 64
-   * and 128 a 16-bit cache's single token has its own three-stage kernel) */
+   * then the first executed; both plans set up the same kernel's shared memory at every head
+   * size */
   {
     static const int32_t two_q[2] = {1, 1}, two_past[2] = {700, 300};
     const int32_t head_sizes[3] = {64, 128, 256};
