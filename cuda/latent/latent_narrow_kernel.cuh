@@ -230,6 +230,9 @@ __device__ __forceinline__ void latent_narrow_consume(const prefill_params &P,
     }
     float scores[1][kN][4];  // softmax_step_scores takes m16 tiles
     float(&score)[kN][4] = scores[0];
+    // the odd k-steps' half of the scores: two accumulation chains of 18 wgmmas instead of one of
+    // 36, which N = 16 leaves bound by each wgmma's latency, summed before the softmax
+    float score_odd[kN][4];
     // The tile at tile_pos landed, all its panels (converged again after the waits' loops).
     auto acquire = [&]() {
       for_each_panel(tile_pos, [&](int, const panel_ring &at) {
@@ -239,9 +242,9 @@ __device__ __forceinline__ void latent_narrow_consume(const prefill_params &P,
       fence_async_proxy();  // the tile landed through cp.async
     };
     // A block of GEMMs (std::bool_constant flags: no run-time branch around a wgmma, which would
-    // make ptxas serialize them all, C7518 / C7520): P V of the tile at pv_pos, waited and its
-    // panels freed before the wait for the next tile (so the producer refills them meanwhile),
-    // then the scores of the tile at tile_pos.
+    // make ptxas serialize them all, C7518 / C7520): P V of the tile at pv_pos, then the scores
+    // of the tile at tile_pos queued behind it once that tile landed, so the tensor cores go from
+    // one to the other without draining; P V's panels are freed as soon as it is done.
     // Q's and Pᵀ's addresses pass through an empty asm at each block: their 40 descriptors,
     // hoisted out of the loop, would hold 80 registers (they spilled at N = 32).
     auto block = [&](auto values, auto scores_next, panel_ring pv_pos) {
@@ -261,9 +264,6 @@ __device__ __forceinline__ void latent_narrow_consume(const prefill_params &P,
                                           hopper_n_major_desc(v_panel[b], kLatentHopperKeys, s, 0),
                                           hopper_k_major_desc(p_at, kRows, s));
         wgmma_commit();
-        wgmma_wait<0>();
-        // P V has read the tile and Pᵀ
-        for_each_panel(pv_pos, [&](int, const panel_ring &at) { mbarrier_arrive(S.empty(at.slot)); });
       }
       if constexpr (decltype(scores_next)::value) {
         acquire();
@@ -276,17 +276,32 @@ __device__ __forceinline__ void latent_narrow_consume(const prefill_params &P,
         for (int s = 0; s < kScoreSteps; s++) {
           const uint64_t k_desc = hopper_k_major_desc(k_panel[s / 4], kLatentHopperKeys, s % 4);
           const uint64_t q_desc = hopper_k_major_desc(q_at, kRows, s);
-          if (s == 0)
-            mma::template shared_ab<0>(score, k_desc, q_desc);
+          if (s < 2)
+            mma::template shared_ab<0>(s % 2 ? score_odd : score, k_desc, q_desc);
           else
-            mma::template shared_ab<1>(score, k_desc, q_desc);
+            mma::template shared_ab<1>(s % 2 ? score_odd : score, k_desc, q_desc);
         }
         wgmma_commit();
       }
+      if constexpr (decltype(values)::value) {
+        // P V has read the tile and Pᵀ (the scores may still run)
+        if constexpr (decltype(scores_next)::value)
+          wgmma_wait<1>();
+        else
+          wgmma_wait<0>();
+        for_each_panel(pv_pos, [&](int, const panel_ring &at) { mbarrier_arrive(S.empty(at.slot)); });
+      }
       wgmma_wait<0>();
       wgmma_fence_operands(score);
+      wgmma_fence_operands(score_odd);
 #pragma unroll
       for (int b = 0; b < kValueBlocks; b++) wgmma_fence_operands(out_acc[b]);
+      if constexpr (decltype(scores_next)::value) {
+#pragma unroll
+        for (int j = 0; j < kN; j++)
+#pragma unroll
+          for (int i = 0; i < 4; i++) score[j][i] += score_odd[j][i];
+      }
     };
     // The online-softmax step of the scores of the tile at tile_pos (keys from key0, relative
     // to key_base): Pᵀ into its panel, the output rescaled.
@@ -356,8 +371,8 @@ __device__ __forceinline__ void latent_narrow_consume(const prefill_params &P,
         next_tile(tile_pos);
       }
     } else if (tiles > 0) {
-      // Tile j's softmax, then its P V issued with tile j + 1's scores (their wait overlaps the
-      // P V), both done before the next softmax.
+      // Tile j's softmax, then its P V issued with tile j + 1's scores behind it (the wait for
+      // tile j + 1 overlaps the P V), both done before the next softmax.
       block(std::false_type(), std::true_type(), tile_pos);
       for (int64_t j = 0; j + 1 < tiles; j++) {
         softmax((int32_t)((tile_begin + j) * kLatentHopperKeys - key_base));
