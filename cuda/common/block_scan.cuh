@@ -1,11 +1,23 @@
-// A block-wide exclusive prefix sum of one int32 per thread, for the one-CTA schedule kernels that
-// lay out each token's or sequence's work items from device-side lengths.
+// Prefix sums of one int32 per thread (a warp's, a block's), for the one-CTA schedule kernels that
+// lay out each token's or sequence's work items from device-side lengths, and for the kernels that
+// find their first unit from the lengths themselves.
 #pragma once
 
 #include <stdint.h>
 
 namespace pa {
 namespace detail {
+
+// The inclusive prefix sum of `value` over the warp's lanes.
+__device__ __forceinline__ int32_t warp_inclusive_scan(int32_t value) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset *= 2) {
+    const int32_t other = __shfl_up_sync(0xffffffffu, value, offset);
+    if (lane >= offset) value += other;
+  }
+  return value;
+}
 
 // The exclusive prefix sum of `value` over the block's threads in thread order, plus `carry`; then
 // carry += the block's total, so successive calls continue one scan over chunks of 1024 values.
@@ -16,23 +28,10 @@ __device__ __forceinline__ int32_t block_exclusive_scan(int32_t value, int32_t *
                                                         int32_t &carry) {
   static_assert(kThreads == 32 * 32, "warp 0 scans one warp total per lane");
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  int32_t inclusive = value;
-#pragma unroll
-  for (int offset = 1; offset < 32; offset *= 2) {
-    int32_t other = __shfl_up_sync(0xffffffffu, inclusive, offset);
-    if (lane >= offset) inclusive += other;
-  }
+  const int32_t inclusive = warp_inclusive_scan(value);
   if (lane == 31) warp_totals[warp] = inclusive;
   __syncthreads();
-  if (warp == 0) {
-    int32_t total = warp_totals[lane];
-#pragma unroll
-    for (int offset = 1; offset < 32; offset *= 2) {
-      int32_t other = __shfl_up_sync(0xffffffffu, total, offset);
-      if (lane >= offset) total += other;
-    }
-    warp_totals[lane] = total;
-  }
+  if (warp == 0) warp_totals[lane] = warp_inclusive_scan(warp_totals[lane]);
   __syncthreads();
   const int32_t first = carry + inclusive - value + (warp > 0 ? warp_totals[warp - 1] : 0);
   carry += warp_totals[kThreads / 32 - 1];

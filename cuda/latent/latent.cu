@@ -211,6 +211,7 @@ pa_status latent_plan(pa_plan *plan, int setup_device) {
                         {1, p->num_heads, p->v_head_size, p->k_quant, g, tiles_per_split, slots,
                          kRegionNames},
                         s);
+  s->params.q_before_wait = plan->q_staged_region < 0;  // the first unit's Q (Hopper producers)
   const prefill_params &P = s->params;
   if (setup_device && s->variant.page_boxes) {
     const pa_status st = plan_kv_page_maps(P.kv, false, "LATENT", &s->page_map_encoder);

@@ -273,6 +273,12 @@ __device__ __forceinline__ void latent_produce_tile(const latent_hopper_smem &S,
 // into the unit slot, their latent tiles into the kernel's ring (latent_produce_tile of its
 // layout: half stages here, 64-channel panels in latent_narrow_kernel.cuh), until the schedule
 // runs out (then the slot says done).
+// The kernel's wait for the previous one (wait_for_previous_kernel) is the producer's to make: a
+// CTA's first unit is the schedule's unit blockIdx.x, which the producer finds from the step's
+// lengths (hopper_work_before_wait) and sets up, Q included unless the write kernel stages it
+// (P.q_before_wait), while the write and schedule kernels still run; its tiles, and every later
+// unit (from the schedule's counter, past the grid's first units), come after the wait. Every read
+// of a step input goes through L2 (load_step_input<true>), before the wait or not.
 template <typename T, typename Smem>
 __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
                                                       const kv_page_maps &maps, const Smem &S) {
@@ -281,28 +287,37 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
   const int64_t slot_bytes = (int64_t)kLatentHopperWidth * sizeof(T);
   const unsigned char *cache = reinterpret_cast<const unsigned char *>(P.k_cache);
   const T *q = reinterpret_cast<const T *>(P.q);
-  const int64_t total = (int64_t)P.unit_begin[P.batch_size];
   hopper_scratch *scratch = S.scratch();
   latent_hopper_unit *U = S.unit();
   ring_position<1> unit_pos = {0, 0u};
   typename Smem::tile_ring tile_pos = {0, 0u};
   bool first_unit = true;
   for (;;) {
-    if (tid == 0) scratch->taken = atomicAdd(P.work_counter, 1u);
-    named_barrier_sync(kLatentHopperProducerBarrier, kLatentHopperWarpgroupThreads);
-    const int64_t taken = scratch->taken;
-    if (taken >= total) {
-      mbarrier_wait(S.unit_empty(), unit_pos.phase ^ 1u);
-      if (tid == 0) U->done = 1;
-      mbarrier_arrive(S.unit_full());
-      break;
+    prefill_work w;
+    // (the state that outlives the setup stays small: more spilled at the producer's registers)
+    const bool before_wait = first_unit && hopper_work_before_wait(P, blockIdx.x, scratch,
+                                                                   kLatentHopperProducerBarrier, &w);
+    if (!before_wait) {
+      if (first_unit) wait_for_previous_kernel();  // a CTA past the schedule's units
+      if (tid == 0) {  // -1: the schedule's units are all taken
+        const int64_t taken = gridDim.x + (int64_t)atomicAdd(P.work_counter, 1u);
+        scratch->taken = taken < P.unit_begin[P.batch_size] ? taken : -1;
+      }
+      named_barrier_sync(kLatentHopperProducerBarrier, kLatentHopperWarpgroupThreads);
+      const int64_t taken = scratch->taken;
+      if (taken < 0) {
+        mbarrier_wait(S.unit_empty(), unit_pos.phase ^ 1u);
+        if (tid == 0) U->done = 1;
+        mbarrier_arrive(S.unit_full());
+        break;
+      }
+      w = prefill_work_of(P, taken);
     }
-    const prefill_work w = prefill_work_of(P, taken);
     prefill_unit_rows rows = {};  // none for malformed lengths
-    if (w.valid) rows = prefill_unit_rows_of(P, w.b, w.row_block, 0);
+    if (w.valid) rows = prefill_unit_rows_of<true>(P, w.b, w.row_block, 0);
 
     const hopper_row_keys row_keys =
-        hopper_unit_row_keys(P, rows, scratch, kLatentHopperProducerBarrier);
+        hopper_unit_row_keys<true>(P, rows, scratch, kLatentHopperProducerBarrier);
     const prefill_key_union keys_union = row_keys.keys_union;
     const int32_t row_lo = row_keys.row_lo, row_hi = row_keys.row_hi;
     int64_t tile_begin, tile_end;
@@ -312,7 +327,7 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
     const int32_t *table_row = P.block_table + (int64_t)w.b * P.kv.max_blocks_per_seq;
     auto entry = [&](int64_t tile) {
       const int64_t key = tile * kLatentHopperKeys + run * kLatentHopperRunKeys;
-      return key < keys_union.hi ? kv_block_entry(P.kv, table_row, key) : -1;
+      return key < keys_union.hi ? kv_block_entry<true>(P.kv, table_row, key) : -1;
     };
     int32_t next_entry = tile_begin < tile_end ? entry(tile_begin) : -1;
     auto load_tiles = [&](int64_t first, int64_t end) {
@@ -341,7 +356,7 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
     const int64_t early_end =
         first_unit ? tile_begin : min(tile_end, tile_begin + kLatentHopperTileSlots);
     first_unit = false;
-    load_tiles(tile_begin, early_end);
+    load_tiles(tile_begin, early_end);  // (none before the wait)
 
     // The unit slot: the rows, the unit, and the Q rows (zero for other rows: finite scores,
     // discarded).
@@ -361,6 +376,7 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
       U->valid_rows = rows.valid_rows;
       U->done = 0;
     }
+    if (before_wait && !P.q_before_wait) wait_for_previous_kernel();  // the write kernel stages Q
     // not unrolled: unrolled, the producer spilled at its 56 registers
 #pragma unroll 1
     for (int i = tid; i < G::kQRows * G::kChunks; i += kLatentHopperWarpgroupThreads) {
@@ -376,6 +392,7 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
     mbarrier_arrive(S.unit_full());
     unit_pos.advance();
 
+    if (before_wait && P.q_before_wait) wait_for_previous_kernel();  // the cache, written
     load_tiles(early_end, tile_end);
   }
   asm volatile("cp.async.wait_all;" ::: "memory");  // nothing lands after the thread has left
@@ -581,9 +598,9 @@ __device__ __forceinline__ void latent_init_barriers(const latent_hopper_smem &S
 }
 
 // The body of both 64-row kernels (this one and latent_whole_kernel.cuh's) once their shared
-// memory S is placed: its barriers (latent_init_barriers), the chained wait, then the producer
-// warpgroup (registers given back) and the two consumer warpgroups (registers taken,
-// consume()).
+// memory S is placed: its barriers (latent_init_barriers), then the producer warpgroup
+// (registers given back; it makes the chained wait after its first unit's setup) and the two
+// consumer warpgroups (registers taken, the chained wait, consume()).
 template <typename T, typename Smem, typename Consume>
 __device__ __forceinline__ void latent_hopper_roles(const prefill_params &P,
                                                     const kv_page_maps &maps, const Smem &S,
@@ -593,12 +610,12 @@ __device__ __forceinline__ void latent_hopper_roles(const prefill_params &P,
     mbarrier_init_fence();
   }
   __syncthreads();
-  wait_for_previous_kernel();
   if (threadIdx.x < kLatentHopperWarpgroupThreads) {
     warpgroup_registers_release<kLatentHopperProducerRegisters>();
-    latent_hopper_produce<T>(P, maps, S);
+    latent_hopper_produce<T>(P, maps, S);  // waits for the previous kernel itself
   } else {
     warpgroup_registers_claim<kLatentHopperConsumerRegisters>();
+    wait_for_previous_kernel();  // before the unit's stores
     consume();
   }
 }

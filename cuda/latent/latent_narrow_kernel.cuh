@@ -460,11 +460,12 @@ __global__ void __launch_bounds__(kLatentNarrowThreads, 1) latent_narrow_kernel(
     mbarrier_init_fence();
   }
   __syncthreads();
-  wait_for_previous_kernel();
-  if (threadIdx.x < kLatentHopperWarpgroupThreads)
-    latent_hopper_produce<T>(P, maps, S);
-  else
+  if (threadIdx.x < kLatentHopperWarpgroupThreads) {
+    latent_hopper_produce<T>(P, maps, S);  // waits for the previous kernel itself
+  } else {
+    wait_for_previous_kernel();  // before the unit's stores
     latent_narrow_consume<T, kRows>(P, S);
+  }
 #endif
 }
 

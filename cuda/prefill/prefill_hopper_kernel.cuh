@@ -38,6 +38,7 @@
 
 #include <type_traits>
 
+#include "../common/block_scan.cuh"
 #include "../common/chained_launch.cuh"
 #include "../common/mbarrier.cuh"
 #include "../common/tensor_core.cuh"
@@ -78,6 +79,10 @@ struct hopper_scratch {
   int64_t taken;
   int64_t lo[4], hi[4];
   float q_max[4];  // 8-bit caches: each warp's largest |Q| element of the unit (after k_scale)
+  // hopper_work_before_wait: each warp's units, and the sequence found (its units, its keys)
+  int32_t warp_units[4];
+  int32_t found_b, found_local, found_units;
+  int64_t found_kv_len;
 };
 
 // Shared memory of the kernel for head sizes up to DMAX, from a 1024-byte aligned base: the Q
@@ -322,10 +327,12 @@ __device__ __forceinline__ void hopper_add_values(float (&out_acc)[DMAX / 8][4],
 // row's admitted keys, the union over the unit's rows (each warp's part through the scratch, met at
 // the producer's named barrier, which also orders the read of `taken` before the next unit's
 // write), and the row's keys relative to that union (0 / 0 for a row the unit does not have).
+// kBeforeWait: load_step_input's.
 struct hopper_row_keys {
   prefill_key_union keys_union;
   int32_t row_lo, row_hi;
 };
+template <bool kBeforeWait = false>
 __device__ __forceinline__ hopper_row_keys hopper_unit_row_keys(const prefill_params &P,
                                                                 const prefill_unit_rows &rows,
                                                                 hopper_scratch *scratch,
@@ -333,7 +340,7 @@ __device__ __forceinline__ hopper_row_keys hopper_unit_row_keys(const prefill_pa
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const bool row_exists = tid < rows.valid_rows;
   key_span keys = {0, 0};
-  if (row_exists) keys = prefill_row_keys(P, rows, tid);
+  if (row_exists) keys = prefill_row_keys<kBeforeWait>(P, rows, tid);
   int64_t lo = keys.lo < keys.hi ? keys.lo : INT64_MAX;
   int64_t hi = keys.lo < keys.hi ? keys.hi : INT64_MIN;
 #pragma unroll
@@ -354,6 +361,53 @@ __device__ __forceinline__ hopper_row_keys hopper_unit_row_keys(const prefill_pa
   hopper_row_keys r = {prefill_cut_union(lo, hi), 0, 0};
   if (row_exists) prefill_relative_keys(keys, r.keys_union, &r.row_lo, &r.row_hi);
   return r;
+}
+
+// The producer warpgroup's (threads 0-127) search for the taken-th (unit, KV head) pair of the
+// schedule from the step's lengths alone, as prefill_schedule_kernel numbers the units, so that a
+// CTA can set up its first unit before the kernel's wait (the schedule kernel may still be writing
+// unit_begin then). The sequences are counted 128 at a time, a running sum, until the one that
+// holds the unit: a CTA's first unit, taken <= its index, lies in the first chunk unless many
+// sequences have no units. Returns false when the schedule has fewer units (and then *w is unset).
+__device__ __forceinline__ bool hopper_work_before_wait(const prefill_params &P, int64_t taken,
+                                                        hopper_scratch *scratch,
+                                                        int producer_barrier, prefill_work *w) {
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int64_t unit = taken / P.kv_num_heads;
+  int64_t carry = 0;
+  for (int32_t chunk = 0; chunk < P.batch_size && carry <= unit;
+       chunk += kHopperWarpgroupThreads) {
+    const int32_t b = chunk + tid;
+    int32_t units = 0;
+    int64_t kv_len = 0;
+    if (b < P.batch_size) {
+      const sequence_span span = load_sequence_span<true>(P.cu_seqlens, P.past_seqlens, b);
+      units = prefill_sequence_units(P, span);
+      kv_len = span.kv_len;
+    }
+    const int32_t inclusive = warp_inclusive_scan(units);
+    if (lane == 31) scratch->warp_units[warp] = inclusive;
+    named_barrier_sync(producer_barrier, kHopperWarpgroupThreads);
+    int64_t first = carry + inclusive - units;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const int32_t warp_units = scratch->warp_units[i];
+      if (i < warp) first += warp_units;
+      carry += warp_units;
+    }
+    if (unit >= first && unit < first + units) {  // one thread at most
+      scratch->found_b = b;
+      scratch->found_local = (int32_t)(unit - first);
+      scratch->found_units = units;
+      scratch->found_kv_len = kv_len;
+    }
+    // the found sequence written, and warp_units read before the next chunk's writes
+    named_barrier_sync(producer_barrier, kHopperWarpgroupThreads);
+  }
+  if (carry <= unit) return false;  // (uniform)
+  *w = prefill_work_in_sequence(P, scratch->found_b, scratch->found_local, scratch->found_units,
+                                scratch->found_kv_len, (int)(taken % P.kv_num_heads));
+  return true;
 }
 
 // The producer warpgroup: units and their Q rows into the unit slots, their K/V tiles into the

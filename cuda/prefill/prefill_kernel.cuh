@@ -78,6 +78,9 @@ struct prefill_params {
   int32_t window;            // -1 = off
   int32_t is_causal;
   int32_t tiles_per_split, num_split_slots;
+  // Q is the step's own input, not staged by the write kernel: a kernel may read it before its
+  // wait (the LATENT Hopper producers' first unit)
+  bool q_before_wait;
 };
 
 // Row r of a row block is the block's packed token r / heads_per_block and head r % heads_per_block
@@ -127,6 +130,14 @@ __device__ __forceinline__ int32_t prefill_sequence_splits(const prefill_params 
 }
 __device__ __forceinline__ int32_t prefill_row_blocks(const prefill_params &P, int64_t q_len) {
   return (int32_t)((q_len + P.tokens_per_block - 1) / P.tokens_per_block) * P.head_blocks;
+}
+// The work units (row blocks x splits) the schedule gives a sequence; none without new tokens, and
+// the row blocks clamped to the packed tokens: malformed lengths must not overflow the count.
+__device__ __forceinline__ int32_t prefill_sequence_units(const prefill_params &P,
+                                                          const sequence_span &span) {
+  if (span.q_len <= 0) return 0;
+  return prefill_row_blocks(P, min(span.q_len, P.token_count)) *
+         prefill_sequence_splits(P, span.kv_len);
 }
 
 // The output channel of accumulator column `column` (0..7) of n-tile n: in order for 16-bit
@@ -707,11 +718,13 @@ struct prefill_unit_rows {
   int64_t first_token;
   int valid_rows, first_head;
 };
+// kBeforeWait: load_step_input's (the lengths, and positions in prefill_row_keys).
+template <bool kBeforeWait = false>
 __device__ __forceinline__ prefill_unit_rows prefill_unit_rows_of(const prefill_params &P,
                                                                   int32_t b, int32_t row_block,
                                                                   int kv_head) {
   prefill_unit_rows u;
-  u.span = load_sequence_span(P.cu_seqlens, P.past_seqlens, b);
+  u.span = load_sequence_span<kBeforeWait>(P.cu_seqlens, P.past_seqlens, b);
   const int token_block = row_block / P.head_blocks;
   const int head_block = row_block % P.head_blocks;
   const int64_t token_index0 = (int64_t)token_block * P.tokens_per_block;
@@ -725,10 +738,12 @@ __device__ __forceinline__ prefill_unit_rows prefill_unit_rows_of(const prefill_
   return u;
 }
 // The keys row r (< valid_rows) admits.
+template <bool kBeforeWait = false>
 __device__ __forceinline__ key_span prefill_row_keys(const prefill_params &P,
                                                      const prefill_unit_rows &u, int r) {
   return admitted_keys(
-      token_position(P.query_positions, u.span, u.first_token + prefill_row_token(P, r)),
+      token_position<kBeforeWait>(P.query_positions, u.span,
+                                  u.first_token + prefill_row_token(P, r)),
       u.span.kv_len, P.is_causal, P.window);
 }
 
@@ -777,10 +792,23 @@ struct prefill_work {
   int kv_head;
   bool valid;
 };
+// Unit `local` of sequence b's `units` (prefill_sequence_units; kv_len: its keys).
+__device__ __forceinline__ prefill_work prefill_work_in_sequence(const prefill_params &P,
+                                                                 int32_t b, int32_t local,
+                                                                 int32_t units, int64_t kv_len,
+                                                                 int kv_head) {
+  prefill_work w;
+  w.b = b;
+  w.kv_head = kv_head;
+  w.splits = prefill_sequence_splits(P, kv_len);
+  const int32_t blocks = units / w.splits;
+  w.valid = local >= 0 && local < blocks * w.splits;
+  w.row_block = blocks - 1 - local / w.splits;
+  w.split = local % w.splits;
+  return w;
+}
 __device__ __forceinline__ prefill_work prefill_work_of(const prefill_params &P, int64_t taken) {
   const int32_t unit = (int32_t)(taken / P.kv_num_heads);
-  prefill_work w;
-  w.kv_head = (int)(taken % P.kv_num_heads);
   // the sequence: the last b with unit_begin[b] <= unit (zero-unit sequences are skipped)
   int32_t lo = 0, hi = P.batch_size;
   while (hi - lo > 1) {
@@ -790,16 +818,11 @@ __device__ __forceinline__ prefill_work prefill_work_of(const prefill_params &P,
     else
       hi = mid;
   }
-  w.b = lo;
-  const int64_t kv_len = (int64_t)__ldg(P.past_seqlens + w.b) +
-                         (__ldg(P.cu_seqlens + w.b + 1) - __ldg(P.cu_seqlens + w.b));
-  w.splits = prefill_sequence_splits(P, kv_len);
-  const int32_t local = unit - P.unit_begin[w.b];
-  const int32_t blocks = (P.unit_begin[w.b + 1] - P.unit_begin[w.b]) / w.splits;
-  w.valid = local >= 0 && local < blocks * w.splits;
-  w.row_block = blocks - 1 - local / w.splits;
-  w.split = local % w.splits;
-  return w;
+  const int64_t kv_len = (int64_t)__ldg(P.past_seqlens + lo) +
+                         (__ldg(P.cu_seqlens + lo + 1) - __ldg(P.cu_seqlens + lo));
+  return prefill_work_in_sequence(P, lo, unit - P.unit_begin[lo],
+                                  P.unit_begin[lo + 1] - P.unit_begin[lo], kv_len,
+                                  (int)(taken % P.kv_num_heads));
 }
 
 // What a work unit's prologue decides (prefill_unit_prologue): its rows, each row's admitted keys

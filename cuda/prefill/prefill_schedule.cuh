@@ -20,12 +20,8 @@ static __global__ void __launch_bounds__(kPrefillScheduleThreads)
   for (int32_t chunk = 0; chunk < P.batch_size; chunk += kPrefillScheduleThreads) {
     const int32_t b = chunk + (int32_t)threadIdx.x;
     int32_t units = 0;
-    if (b < P.batch_size) {
-      const sequence_span span = load_sequence_span(P.cu_seqlens, P.past_seqlens, b);
-      if (span.q_len > 0)  // clamped: malformed lengths must not overflow the count
-        units = prefill_row_blocks(P, min(span.q_len, P.token_count)) *
-                prefill_sequence_splits(P, span.kv_len);
-    }
+    if (b < P.batch_size)
+      units = prefill_sequence_units(P, load_sequence_span(P.cu_seqlens, P.past_seqlens, b));
     const int32_t first = block_exclusive_scan<kPrefillScheduleThreads>(units, warp_totals, carry);
     if (b < P.batch_size) P.unit_begin[b] = first;
   }

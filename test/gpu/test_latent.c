@@ -111,6 +111,20 @@ static void matrix(gpu_matrix_result *all, int quick) {
     RUN_QUICK_OR_FULL(*all, heads, q, f);
   }
 
+  /* without RoPE the write kernel does not stage Q, and the Hopper kernels read their first
+   * unit's Q before their chained wait (every other case here has RoPE, so the kernels wait first) */
+  gpu_case no_rope = deepseek("latent_no_rope");
+  no_rope.rotary = 0;
+  no_rope.rotary_offset = 0;
+  no_rope.rotary_dim = 0;
+  {
+    const gpu_axis q[] = {GPU_AXIS(num_heads, 16, 128), GPU_AXIS(max_q_len, 1)};
+    const gpu_axis f[] = {GPU_AXIS(num_heads, 16, 32, 128),
+                          GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16),
+                          GPU_AXIS(max_q_len, 1, 4)};
+    RUN_QUICK_OR_FULL(*all, no_rope, q, f);
+  }
+
   /* block sizes 16..256 (a 64-key tile spans four 16-key pages); shuffled, partly unmapped (-1,
    * large negatives, >= num_blocks, INT32_MAX) and shared-prefix block tables; 16 heads of one
    * token (the narrow wgmma kernel's panels on Hopper, the 32-row tile's 32-key steps on
