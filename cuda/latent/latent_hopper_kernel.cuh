@@ -277,8 +277,8 @@ __device__ __forceinline__ void latent_produce_tile(const latent_hopper_smem &S,
 // CTA's first unit is the schedule's unit blockIdx.x, which the producer finds from the step's
 // lengths (hopper_work_before_wait) and sets up, Q included unless the write kernel stages it
 // (P.q_before_wait), while the write and schedule kernels still run; its tiles, and every later
-// unit (from the schedule's counter, past the grid's first units), come after the wait. Every read
-// of a step input goes through L2 (load_step_input<true>), before the wait or not.
+// unit (from the schedule's counter, past the grid's first units), come after the wait. The unit
+// setup's reads of step inputs go through L2 (load_step_input<true>), before the wait or not.
 template <typename T, typename Smem>
 __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
                                                       const kv_page_maps &maps, const Smem &S) {

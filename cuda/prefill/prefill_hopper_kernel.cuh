@@ -369,6 +369,9 @@ __device__ __forceinline__ hopper_row_keys hopper_unit_row_keys(const prefill_pa
 // unit_begin then). The sequences are counted 128 at a time, a running sum, until the one that
 // holds the unit: a CTA's first unit, taken <= its index, lies in the first chunk unless many
 // sequences have no units. Returns false when the schedule has fewer units (and then *w is unset).
+// (Malformed lengths whose units pass 2^31 in all wrap in the schedule's 32-bit sum, not in this
+// 64-bit one: their units may then be numbered apart, which gives wrong rows, as such lengths do
+// anyway, and reads nothing out of bounds: rows and keys are clamped as for any unit.)
 __device__ __forceinline__ bool hopper_work_before_wait(const prefill_params &P, int64_t taken,
                                                         hopper_scratch *scratch,
                                                         int producer_barrier, prefill_work *w) {

@@ -818,8 +818,8 @@ __device__ __forceinline__ prefill_work prefill_work_of(const prefill_params &P,
     else
       hi = mid;
   }
-  const int64_t kv_len = (int64_t)__ldg(P.past_seqlens + lo) +
-                         (__ldg(P.cu_seqlens + lo + 1) - __ldg(P.cu_seqlens + lo));
+  // kv_len in 64 bits, as the schedule counts it (prefill_sequence_units)
+  const int64_t kv_len = load_sequence_span(P.cu_seqlens, P.past_seqlens, lo).kv_len;
   return prefill_work_in_sequence(P, lo, unit - P.unit_begin[lo],
                                   P.unit_begin[lo + 1] - P.unit_begin[lo], kv_len,
                                   (int)(taken % P.kv_num_heads));

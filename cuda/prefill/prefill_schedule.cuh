@@ -11,7 +11,9 @@ namespace detail {
 // Lists each sequence's work units (row blocks x splits) as an exclusive prefix sum over the
 // sequences, from the device-side lengths; zeroes the output rows of tokens past the last
 // sequence (no unit covers them) and marks them unsplit for the merge. One CTA, beside the write
-// kernel (see schedule_beside_write_kernel).
+// kernel (see schedule_beside_write_kernel), so its reads come before its wait: through L2, as the
+// LATENT Hopper producers' search for their first unit (hopper_work_before_wait), which must count
+// the units as this kernel does.
 static __global__ void __launch_bounds__(kPrefillScheduleThreads)
     prefill_schedule_kernel(const prefill_params P, int out_row_elems, int t_bytes) {
   schedule_beside_write_kernel scope;
@@ -21,7 +23,8 @@ static __global__ void __launch_bounds__(kPrefillScheduleThreads)
     const int32_t b = chunk + (int32_t)threadIdx.x;
     int32_t units = 0;
     if (b < P.batch_size)
-      units = prefill_sequence_units(P, load_sequence_span(P.cu_seqlens, P.past_seqlens, b));
+      units = prefill_sequence_units(
+          P, load_sequence_span<true>(P.cu_seqlens, P.past_seqlens, b));
     const int32_t first = block_exclusive_scan<kPrefillScheduleThreads>(units, warp_totals, carry);
     if (b < P.batch_size) P.unit_begin[b] = first;
   }
@@ -30,7 +33,8 @@ static __global__ void __launch_bounds__(kPrefillScheduleThreads)
     *P.work_counter = 0;
   }
   // tokens that belong to no sequence
-  const int64_t covered = min((int64_t)__ldg(P.cu_seqlens + P.batch_size), P.token_count);
+  const int64_t covered =
+      min((int64_t)load_step_input<true>(P.cu_seqlens + P.batch_size), P.token_count);
   const int64_t first = max((int64_t)0, covered);
   const int64_t words = (P.token_count - first) * out_row_elems * t_bytes / 4;
   uint32_t *out = reinterpret_cast<uint32_t *>(reinterpret_cast<char *>(P.output) +
