@@ -295,8 +295,9 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
   for (;;) {
     prefill_work w;
     // (the state that outlives the setup stays small: more spilled at the producer's registers)
-    const bool before_wait = first_unit && hopper_work_before_wait(P, blockIdx.x, scratch,
-                                                                   kLatentHopperProducerBarrier, &w);
+    const bool before_wait =
+        first_unit &&
+        hopper_work_before_wait(P, blockIdx.x, scratch, kLatentHopperProducerBarrier, &w);
     if (!before_wait) {
       if (first_unit) wait_for_previous_kernel();  // a CTA past the schedule's units
       if (tid == 0) {  // -1: the schedule's units are all taken

@@ -289,7 +289,8 @@ __device__ __forceinline__ void latent_narrow_consume(const prefill_params &P,
           wgmma_wait<1>();
         else
           wgmma_wait<0>();
-        for_each_panel(pv_pos, [&](int, const panel_ring &at) { mbarrier_arrive(S.empty(at.slot)); });
+        for_each_panel(pv_pos,
+                       [&](int, const panel_ring &at) { mbarrier_arrive(S.empty(at.slot)); });
       }
       wgmma_wait<0>();
       wgmma_fence_operands(score);

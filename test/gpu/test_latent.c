@@ -112,7 +112,7 @@ static void matrix(gpu_matrix_result *all, int quick) {
   }
 
   /* without RoPE the write kernel does not stage Q, and the Hopper kernels read their first
-   * unit's Q before their chained wait (every other case here has RoPE, so the kernels wait first) */
+   * unit's Q before their chained wait (every other case here has RoPE: the kernels wait first) */
   gpu_case no_rope = deepseek("latent_no_rope");
   no_rope.rotary = 0;
   no_rope.rotary_offset = 0;
