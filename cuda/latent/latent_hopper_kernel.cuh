@@ -294,7 +294,9 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
   bool first_unit = true;
   for (;;) {
     prefill_work w;
-    // (the state that outlives the setup stays small: more spilled at the producer's registers)
+    // before_wait: the CTA's first unit, found before the kernel's wait, which the setup below
+    // still owes; nothing says "waited" past the setup (such a flag, held across the tile loop,
+    // spilled at the producer's 56 registers)
     const bool before_wait =
         first_unit &&
         hopper_work_before_wait(P, blockIdx.x, scratch, kLatentHopperProducerBarrier, &w);
