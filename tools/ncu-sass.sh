@@ -5,6 +5,7 @@
 #
 #   tools/ncu-sass.sh BUILD OUTDIR NAME KERNEL_REGEX BENCH [ARGS...]
 #
+# KERNEL_REGEX is matched against the kernel function's name without its template arguments.
 # Skips the first three matching launches (the bench's check and warm-up), profiles the fourth with
 # `--set full` and SourceCounters, `--clock-control none`; writes OUTDIR/NAME.ncu-rep and
 # OUTDIR/NAME-sass.csv (ncu's source page) and prints the kernel's time.
