@@ -1,15 +1,13 @@
 #!/usr/bin/env bash
-# session 30's second device call (one `run`, carry .devdeps): the staged split merge
-# (doc/wip/merge-staged.patch) against main, and the 16-head LATENT diagnostics (no math; no math
-# and no loads: the step's skeleton): the benches first, then the staged tree's DECODE / PREFILL /
-# LATENT matrices with memcheck and racecheck
+# next call 1 of doc/development.md (one `run`, carry .devdeps), on an H200 only: main against its
+# parent without the first LATENT unit before the wait, then main's whole pa_bench_latent
 O=$OUT
 source .devdeps/env.sh
 nvidia-smi -L
-OUT=/tmp/abm TESTS= TESTS_staged="decode prefill latent" SHARDS=4 RUNS=2 BENCH_FIRST=1 \
-  BENCHES="pa_bench_latent --quick; pa_bench_decode --quick --only 1x128k" \
-  timeout 420 tools/ab-patches staged=doc/wip/merge-staged.patch nomath=doc/wip/diag-nomath.patch \
-  skeleton=doc/wip/diag-nomath.patch+doc/wip/diag-noload.patch > $O/abm.txt 2>&1
-mkdir -p $O/abm && cp /tmp/abm/ab/bench*.log $O/abm/ 2>/dev/null
-grep -l "FAIL\|rc=[1-9]" /tmp/abm/ab/*.log 2>/dev/null | xargs -r -I{} cp {} $O/abm/
-tail -45 $O/abm.txt
+nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "not an H200"; exit 0; }
+OUT=/tmp/abo TESTS= BENCHES="pa_bench_latent --quick" RUNS=3 timeout 240 tools/ab-patches \
+  parent=doc/wip/latent-first-unit-revert.patch > $O/ab.txt 2>&1
+mkdir -p $O/abo && cp /tmp/abo/ab/bench*.log $O/abo/ 2>/dev/null
+timeout 150 build-ab/bench/pa_bench_latent > $O/latent-full.txt 2>&1
+tail -16 $O/ab.txt
+tail -25 $O/latent-full.txt

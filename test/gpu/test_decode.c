@@ -433,7 +433,7 @@ int main(void) {
     gpu_matrix_count(&all, gpu_case_run_metadata_invariance(&bitwise, PA_BACKEND_DECODE, seed++));
     /* one token: 7 and 15 split slots merged in the kernel with a tight bound, 40 (the merge
      * kernel, a CTA per row) without one, up to that with a loose one: the same bits; and 94
-     * splits of 100 slots, which the merge kernel stages in two batches (kMergeStagedSplits) */
+     * splits of 100 slots (the merge kernel's rows in several rounds) */
     static const int32_t single_past[3][1] = {{400}, {900}, {6000}};
     static const int32_t single_blocks[3] = {160, 160, 400}; /* without a bound: 40, 40, 100 */
     bitwise.name = "decode_metadata_bitwise_single_token";
