@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# next call 1 of doc/development.md (one `run`, carry .devdeps), on an H200 only: main against its
-# parent without the first LATENT unit before the wait, then main's whole pa_bench_latent
+# session 30's last device call (one `run`, carry .devdeps): the 16-head LATENT step's skeleton
+# (no math, no loads) against the same with no handshake between producer and consumer (the
+# producer's pace alone); on an H200 also next call 1 (main against its first-unit parent)
 O=$OUT
 source .devdeps/env.sh
 nvidia-smi -L
-nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "not an H200"; exit 0; }
-OUT=/tmp/abo TESTS= BENCHES="pa_bench_latent --quick" RUNS=3 timeout 240 tools/ab-patches \
-  parent=doc/wip/latent-first-unit-revert.patch > $O/ab.txt 2>&1
-mkdir -p $O/abo && cp /tmp/abo/ab/bench*.log $O/abo/ 2>/dev/null
-timeout 150 build-ab/bench/pa_bench_latent > $O/latent-full.txt 2>&1
-tail -16 $O/ab.txt
-tail -25 $O/latent-full.txt
+extra=
+nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 &&
+  extra=parent=doc/wip/latent-first-unit-revert.patch
+OUT=/tmp/abs TESTS= BENCHES="pa_bench_latent --quick" RUNS=2 timeout 230 tools/ab-patches \
+  skeleton=doc/wip/diag-nomath.patch+doc/wip/diag-noload.patch \
+  nowait=doc/wip/diag-nomath.patch+doc/wip/diag-noload.patch+doc/wip/diag-nowait.patch \
+  $extra > $O/abs.txt 2>&1
+mkdir -p $O/abs && cp /tmp/abs/ab/bench*.log $O/abs/ 2>/dev/null
+tail -16 $O/abs.txt
