@@ -1,16 +1,13 @@
 #!/usr/bin/env bash
 # session 30's last device call (one `run`, carry .devdeps): the 16-head LATENT step's skeleton
 # (no math, no loads) against the same with no handshake between producer and consumer (the
-# producer's pace alone); on an H200 also next call 1 (main against its first-unit parent)
+# producer's pace alone)
 O=$OUT
 source .devdeps/env.sh
 nvidia-smi -L
-extra=
-nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 &&
-  extra=parent=doc/wip/latent-first-unit-revert.patch
-OUT=/tmp/abs TESTS= BENCHES="pa_bench_latent --quick" RUNS=2 timeout 230 tools/ab-patches \
+OUT=/tmp/abs TESTS= BENCHES="pa_bench_latent --quick" RUNS=2 timeout 200 tools/ab-patches \
   skeleton=doc/wip/diag-nomath.patch+doc/wip/diag-noload.patch \
   nowait=doc/wip/diag-nomath.patch+doc/wip/diag-noload.patch+doc/wip/diag-nowait.patch \
-  $extra > $O/abs.txt 2>&1
+  > $O/abs.txt 2>&1
 mkdir -p $O/abs && cp /tmp/abs/ab/bench*.log $O/abs/ 2>/dev/null
 tail -16 $O/abs.txt
