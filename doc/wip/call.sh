@@ -5,10 +5,10 @@
 O=$OUT
 source .devdeps/env.sh
 nvidia-smi -L
+skeleton=doc/wip/diag-nomath.patch+doc/wip/diag-noload.patch
 OUT=/tmp/abs TESTS= BENCHES="pa_bench_latent --quick" RUNS=2 timeout 240 tools/ab-patches \
-  skeleton=doc/wip/diag-nomath.patch+doc/wip/diag-noload.patch \
-  nowait=doc/wip/diag-nomath.patch+doc/wip/diag-noload.patch+doc/wip/diag-nowait.patch \
-  nolookup=doc/wip/diag-nomath.patch+doc/wip/diag-noload.patch+doc/wip/diag-nowait.patch+doc/wip/diag-onelookup.patch \
+  skeleton=$skeleton nowait=$skeleton+doc/wip/diag-nowait.patch \
+  nolookup=$skeleton+doc/wip/diag-nowait.patch+doc/wip/diag-onelookup.patch \
   > $O/abs.txt 2>&1
 mkdir -p $O/abs && cp /tmp/abs/ab/bench*.log $O/abs/ 2>/dev/null
 tail -16 $O/abs.txt
