@@ -16,7 +16,8 @@ bench=$1
 shift
 mkdir -p "$outdir"
 ncu --clock-control none --set full --section SourceCounters --import-source no \
-  -k "regex:$kernel" -s 3 -c 1 -f -o "$outdir/$name" "$build/bench/$bench" "$@" >"$outdir/$name.log" 2>&1
+  -k "regex:$kernel" -s 3 -c 1 -f -o "$outdir/$name" "$build/bench/$bench" "$@" \
+  >"$outdir/$name.log" 2>&1
 ncu -i "$outdir/$name.ncu-rep" --page source --csv --print-source sass >"$outdir/$name-sass.csv"
 ncu -i "$outdir/$name.ncu-rep" --page raw --csv --metrics gpu__time_duration.sum |
   tail -n 1 | sed "s/^/$name: /"
