@@ -39,6 +39,8 @@ struct latent_variant {
   // at about four units per CTA (the 32-row mma.sync tile)
   bool balanced_splits;
   bool page_boxes;  // loads whole page runs through kv_page_maps, encoded for each call
+  // merges up to kLatentNarrowMergeSplits split slots itself (prefill_params::merge_arrivals)
+  bool merges_few_splits;
   cudaError_t (*set_smem)(int smem_bytes);
   cudaError_t (*launch)(const prefill_params &P, const kv_page_maps &maps, dim3 grid,
                         int smem_bytes, cudaStream_t stream, bool chained);
@@ -53,6 +55,9 @@ cudaError_t launch_without_maps(const prefill_params &P, const kv_page_maps &, d
 
 struct latent_state : row_block_launch {
   latent_variant variant;
+  // the kernel merges the splits (variant.merges_few_splits and 2..kLatentNarrowMergeSplits
+  // slots); its arrival counters are pa_plan::arrivals_region, zeroed by the write kernel
+  bool merge_in_kernel;
 };
 
 // PA_LATENT_KERNEL, read at plan time, for measurements and tests that compare kernels:
@@ -103,23 +108,23 @@ bool variant_for(const pa__problem *p, const pa_device_caps *caps, latent_varian
     if constexpr (sizeof(C) == 2) {
       if (wgmma && rows == kLatentNarrowRows)
         *v = {"wgmma narrow", kLatentNarrowThreads,
-              latent_narrow_geometry<kLatentNarrowRows>::kSmemBytes, true, false,
+              latent_narrow_geometry<kLatentNarrowRows>::kSmemBytes, true, false, true,
               latent_narrow_set_smem<T, kLatentNarrowRows>,
               latent_narrow_launch<T, kLatentNarrowRows>};
       else if (wgmma && sequence_rows(p) > kLatentHopperRows / 2)
         *v = {"wgmma whole", kLatentHopperThreads, latent_whole_geometry::kSmemBytes, true, true,
-              latent_whole_set_smem<T>, latent_whole_launch<T>};
+              false, latent_whole_set_smem<T>, latent_whole_launch<T>};
       else if (wgmma)
         *v = {"wgmma", kLatentHopperThreads, latent_hopper_geometry::kSmemBytes, true, true,
-              latent_hopper_set_smem<T>, latent_hopper_launch<T>};
+              false, latent_hopper_set_smem<T>, latent_hopper_launch<T>};
       if (wgmma) return;
     }
     if (rows == 32)
-      *v = {"mma.sync", kLatentThreads, smem_bytes, false, false, latent_set_smem<T, C, 32>,
-            launch_without_maps<latent_launch<T, C, 32>>};
+      *v = {"mma.sync", kLatentThreads, smem_bytes, false, false, false,
+            latent_set_smem<T, C, 32>, launch_without_maps<latent_launch<T, C, 32>>};
     else
-      *v = {"mma.sync", kLatentThreads, smem_bytes, true, false, latent_set_smem<T, C, 64>,
-            launch_without_maps<latent_launch<T, C, 64>>};
+      *v = {"mma.sync", kLatentThreads, smem_bytes, true, false, false,
+            latent_set_smem<T, C, 64>, launch_without_maps<latent_launch<T, C, 64>>};
   });
 }
 
@@ -226,6 +231,15 @@ pa_status latent_plan(pa_plan *plan, int setup_device) {
 
   s->merge_launch = split_merge_launch_for<kMergeVecs>(p->dtype, p->token_count, p->num_heads,
                                                        P.num_split_slots);
+  s->merge_in_kernel = s->variant.merges_few_splits && P.num_split_slots > 1 &&
+                       P.num_split_slots <= kLatentNarrowMergeSplits;
+  if (s->merge_in_kernel) {  // one counter per row block
+    const uint64_t counters = (uint64_t)p->token_count * g.head_blocks;
+    plan->arrivals_region = pa__workspace_add(
+        &plan->workspace, "LATENT merge arrivals [token][head block] (zeroed by the write path)",
+        counters, sizeof(unsigned int), PA_WORKSPACE_ALIGNMENT);
+    plan->arrival_count = (uint32_t)counters;
+  }
 
   const char *env = getenv("PA_DEBUG");
   if (env && strcmp(env, "1") == 0)
@@ -236,7 +250,9 @@ pa_status latent_plan(pa_plan *plan, int setup_device) {
             s->variant.family, s->grid.x, s->variant.threads, s->smem_bytes,
             rows_of(p, &plan->caps), g.tokens_per_block, g.heads_per_block, g.head_blocks,
             P.tiles_per_split, kLatentTileKeys, P.num_split_slots,
-            P.num_split_slots > 1 ? " + merge" : "");
+            P.num_split_slots < 2       ? ""
+            : s->merge_in_kernel        ? ", merged in the kernel"
+                                        : " + merge");
   return PA_SUCCESS;
 }
 
@@ -245,6 +261,9 @@ pa_status latent_run(const pa_plan *plan, const pa__io *io, pa__stream stream) {
   prefill_params P = s->params;
   set_call_inputs(P, io);
   P.v_scale = io->k_scale;  // the values are the latent rows' first channels
+  if (s->merge_in_kernel)
+    P.merge_arrivals =
+        (unsigned int *)pa__workspace_at(&plan->workspace, plan->arrivals_region, io->workspace);
   kv_page_maps maps = {};  // the latent cache only (values are its first channels)
   if (s->variant.page_boxes) {
     const pa_status st = encode_kv_page_maps(s->page_map_encoder, P.kv, P.k_cache, nullptr,

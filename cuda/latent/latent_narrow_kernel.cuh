@@ -26,6 +26,7 @@
 
 #include <cuda_runtime.h>
 
+#include "../common/split_merge.cuh"
 #include "latent_hopper_kernel.cuh"
 
 namespace pa {
@@ -35,6 +36,9 @@ constexpr int kLatentNarrowThreads = 2 * kLatentHopperWarpgroupThreads;
 constexpr int kLatentNarrowRows = 16;  // the rows the launcher plans it at
 // Named barrier of the consumer warpgroup (the producer's is kLatentHopperProducerBarrier).
 constexpr int kLatentNarrowConsumerBarrier = 2;
+// Plans of at most this many split slots merge in the kernel (P.merge_arrivals): a warp holds
+// every split's row (merge_row_in_warp, the merge kernel's bits).
+constexpr int kLatentNarrowMergeSplits = 4;
 
 // Shared memory from a 1024-byte aligned base: Q ([kRows] x 576, nine swizzled panels of [kRows
 // rows][128 bytes]), the ring of kPanels latent panels (64 keys x 64 channels, [64 rows][128
@@ -141,6 +145,43 @@ __device__ __forceinline__ void latent_produce_tile(const latent_narrow_smem<kRo
     mbarrier_track_cp_async(S.full(pos.slot));
     mbarrier_arrive(S.full(pos.slot));
     pos.advance();
+  }
+}
+
+// The merge without a merge kernel (P.merge_arrivals): the last unit of a row block to finish
+// merges its `splits` splits, a warp per row, in the merge kernel's arithmetic (the same bits,
+// split_merge.cuh), reading the other units' partial rows through L2. At 16 heads x 64 x 4k
+// (two splits per sequence) this saves the merge kernel's launch and its wait for the whole grid.
+// Called by the consumer warpgroup after the unit's partial stores.
+template <typename T>
+__device__ __forceinline__ void latent_narrow_merge_if_last(const prefill_params &P,
+                                                            int64_t first_token, int first_head,
+                                                            int valid_rows, int32_t splits) {
+  const int consumer = threadIdx.x - kLatentHopperWarpgroupThreads;
+  const int warp = consumer / 32, lane = consumer % 32;
+  // every consumer thread's partial stores, before the arrival's release
+  named_barrier_sync(kLatentNarrowConsumerBarrier, kLatentHopperWarpgroupThreads);
+  bool last = false;
+  if (consumer == 0) {
+    unsigned int *counter =
+        P.merge_arrivals + first_token * P.head_blocks + first_head / P.heads_per_block;
+    last = arrive_after_partials(counter) + 1u == (unsigned)splits;
+  }
+  if (!named_barrier_or(kLatentNarrowConsumerBarrier, kLatentHopperWarpgroupThreads, last))
+    return;
+  split_merge_params M = {};
+  M.partial_out = P.partial_out;
+  M.partial_ml = P.partial_ml;
+  M.num_split_slots = P.num_split_slots;
+  M.num_heads = P.num_heads;
+  M.group_size = P.num_heads;  // one KV head
+  M.head_size = P.v_head_size;
+  M.head_sink = P.head_sink;
+  M.output = P.output;  // a 16-bit cache: no value scale
+  for (int r = warp; r < valid_rows; r += kLatentHopperWarpgroupThreads / 32) {
+    const int64_t token = first_token + prefill_row_token(P, r);
+    merge_row_in_warp<T, kLatentHopperValueWidth / 128, kLatentNarrowMergeSplits>(
+        M, token, first_head + prefill_row_head(P, r), token * P.num_split_slots, splits, lane);
   }
 }
 
@@ -439,6 +480,8 @@ __device__ __forceinline__ void latent_narrow_consume(const prefill_params &P,
                                      odd ? v1 : x);
         }
     }
+    if (P.merge_arrivals && splits > 1)
+      latent_narrow_merge_if_last<T>(P, first_token, first_head, valid_rows, splits);
   }
 }
 

@@ -199,7 +199,7 @@ inline cudaError_t launch_row_block_step(const row_block_launch &L, prefill_para
   cudaError_t err = launch_chained(prefill_schedule_kernel, dim3(1), kPrefillScheduleThreads, 0,
                                    stream, L.chained, P, L.out_row_elems, L.t_bytes);
   if (err == cudaSuccess) err = kernel(P, L.grid, L.smem_bytes, stream, L.chained);
-  if (err == cudaSuccess && P.num_split_slots > 1) {
+  if (err == cudaSuccess && P.num_split_slots > 1 && !P.merge_arrivals) {
     split_merge_params M = L.merge;
     M.partial_out = P.partial_out;
     M.partial_ml = P.partial_ml;

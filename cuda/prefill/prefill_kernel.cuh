@@ -63,6 +63,10 @@ struct prefill_params {
   float *partial_out;     // [item][head][head_size], unnormalized
   float2 *partial_ml;     // [item][head]: (running max in log2 units, sum)
   int32_t *split_counts;  // [token]: the splits of the token's sequence (read by the merge)
+  // LATENT's narrow kernel with few split slots: the last unit of a row block to finish merges
+  // its splits, counted per row block (first_token * head_blocks + head block) and zeroed by the
+  // write kernel (pa_plan::arrivals_region); NULL: the merge kernel does
+  unsigned int *merge_arrivals;
   // Schedule (prefill_schedule_kernel): the first work unit of each sequence, [batch_size] = the
   // total; a unit is (row block, split) of a sequence, times kv_num_heads
   int32_t *unit_begin;

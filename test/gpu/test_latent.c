@@ -291,6 +291,15 @@ static void replay_and_bounds(gpu_matrix_result *all, int quick) {
     const gpu_axis axes[] = {GPU_AXIS(max_q_len, 1, 4)};
     gpu_matrix_add(all, run_mode(&metadata, axes, NUM(axes), GPU_MODE_METADATA, 0));
   }
+  /* one-token sequences in a wide table: on Hopper (132 multiprocessors) 6 split slots without a
+   * bound (the merge kernel) and 2-3 with the tight one, which the narrow kernel merges itself
+   * (2..kLatentNarrowMergeSplits slots): the same bits */
+  gpu_case few_splits = deepseek("latent_metadata_few_splits");
+  few_splits.batch_size = 20;
+  few_splits.max_q_len = 1;
+  few_splits.max_past_len = 1500;
+  few_splits.blocks_per_seq = 250;
+  gpu_matrix_count(all, gpu_case_run_metadata_invariance(&few_splits, backend, seed++));
   gpu_case undersized = deepseek("latent_undersized_bounds");
   undersized.metadata = GPU_METADATA_UNDERSIZED;
   undersized.unmapped_blocks = 1;

@@ -484,6 +484,33 @@ static void decode_several_tokens_splits_follow_the_ring(void **state) {
  * holds one arrival counter per KV head and head chunk, which the write kernel zeroes
  * (pa_plan::arrivals_region); more slots, or several tokens, keep the merge kernel and no
  * counters. 32/8 heads d128 on the H200: one 64-key tile per split. */
+/* LATENT's narrow kernel (16 heads of one token on a described H200) merges 2-4 split slots
+ * itself, counted on pa_plan::arrivals_region; more slots take the merge kernel. */
+static void latent_few_splits_merge_in_kernel(void **state) {
+  (void)state;
+  case_config cfg = case_config_latent();
+  cfg.batch_size = cfg.token_count = 64;
+  cfg.blocks_per_seq = 4096 / 16; /* 64 x 4k: two split slots */
+  cfg.num_blocks = (int64_t)cfg.blocks_per_seq * cfg.batch_size;
+  pa_case c = built(cfg, CASE_H200);
+  c.backend = PA_BACKEND_LATENT;
+  pa_plan *plan = case_plan_ok(&c);
+  const int32_t arrivals = region_named(plan, "LATENT merge arrivals");
+  assert_true(arrivals >= 0);
+  assert_int_equal(plan->arrivals_region, arrivals);
+  assert_int_equal(plan->arrival_count, 64); /* a row block per token */
+  pa_plan_destroy(plan);
+
+  cfg.batch_size = cfg.token_count = 20; /* six split slots: the merge kernel */
+  cfg.num_blocks = (int64_t)cfg.blocks_per_seq * cfg.batch_size;
+  c = built(cfg, CASE_H200);
+  c.backend = PA_BACKEND_LATENT;
+  plan = case_plan_ok(&c);
+  assert_int_equal(plan->arrivals_region, -1);
+  assert_true(region_named(plan, "LATENT partial outputs") >= 0);
+  pa_plan_destroy(plan);
+}
+
 static void decode_single_token_merges_in_kernel(void **state) {
   (void)state;
   case_config cfg = case_config_decode();
@@ -927,6 +954,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(dispatch_latent_decode_shaped_is_latent),
       cmocka_unit_test(latent_splits_balance_the_ctas),
       cmocka_unit_test(decode_single_token_merges_in_kernel),
+      cmocka_unit_test(latent_few_splits_merge_in_kernel),
       cmocka_unit_test(decode_single_token_splits_sized_on_device),
       cmocka_unit_test(decode_several_tokens_splits_follow_the_ring),
       cmocka_unit_test(dispatch_forced_backends),
