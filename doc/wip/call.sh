@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# the next device call (one `run`, carry .devdeps, about 200 s after the start; any card): main
+# with diag-timeline.patch (each kernel of a step records its CTAs' first and last start and end by
+# %globaltimer; the benchmarks print three graph replays' timelines), on the LATENT rows whose step
+# costs are in question and on PREFILL's causal 4 x 2k
+O=$OUT
+source .devdeps/env.sh
+nvidia-smi -L
+git apply doc/wip/diag-timeline.patch || exit 1
+rm -rf build-d && meson setup build-d -Dgpu_archs=90a -Dbuildtype=release > $O/setup.log 2>&1 &&
+  ninja -C build-d bench/pa_bench_latent bench/pa_bench_prefill > $O/build.log 2>&1 ||
+  { tail -30 $O/build.log; exit 1; }
+for row in "16h 1x64k q1 block 64" "16h 64x4k q1 block 64" "128h 64x4k q1 block 64" \
+           "128h 128x4k q1 block 64"; do
+  PA_DIAG_TIMELINE=1 timeout 60 build-d/bench/pa_bench_latent --quick --only "$row" 2>&1 |
+    grep -E "LATENT  |timeline"
+done | tee $O/latent.txt
+PA_DIAG_TIMELINE=1 timeout 120 build-d/bench/pa_bench_prefill --quick --no-unfused \
+  --only "causal 4x2k" 2>&1 | grep -E "4x2k|timeline" | tee $O/prefill.txt
