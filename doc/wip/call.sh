@@ -12,7 +12,7 @@ rm -rf build-d && meson setup build-d -Dgpu_archs=90a -Dbuildtype=release > $O/s
   { tail -30 $O/build.log; exit 1; }
 for row in "16h 1x64k q1 block 64" "16h 64x4k q1 block 64" "128h 64x4k q1 block 64" \
            "128h 128x4k q1 block 64"; do
-  PA_DIAG_TIMELINE=1 timeout 60 build-d/bench/pa_bench_latent --quick --only "$row" 2>&1 |
+  PA_DIAG_TIMELINE=1 timeout 60 build-d/bench/pa_bench_latent --only "$row" 2>&1 |
     grep -E "LATENT  |timeline"
 done | tee $O/latent.txt
 PA_DIAG_TIMELINE=1 timeout 120 build-d/bench/pa_bench_prefill --quick --no-unfused \
