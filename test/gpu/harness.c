@@ -453,6 +453,13 @@ static void fill_step_inputs(fixture *f, int step) {
         harness_assert(f, slot == (int64_t)ring_id * c->block_size + p % c->block_size,
                        "ring: a new token's slot is not ring[i % N] * block_size + p % block_size");
       }
+      if (c->slots == GPU_SLOTS_INTO_PAST && j == 0 && f->B > 1) {
+        harness_assert(f, !c->shared_prefix_blocks && !f->ring_n,
+                       "GPU_SLOTS_INTO_PAST: not with shared prefix blocks or a ring");
+        const int32_t next = (b + 1) % f->B, next_id = table[(int64_t)next * f->M];
+        if (past[next] > 0 && next_id >= 0 && next_id < f->num_blocks)
+          slot = (int64_t)next_id * c->block_size;
+      }
       if (c->slots == GPU_SLOTS_WITH_INVALID && rng_below(&f->r, 5) == 0) {
         int kind = rng_below(&f->r, 5);
         slot = kind == 0   ? -1

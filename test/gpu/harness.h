@@ -62,9 +62,14 @@ enum {
 typedef enum gpu_slots {
   GPU_SLOTS_NONE = 0,     /* absent: slots derived from the block table */
   GPU_SLOTS_DERIVED,      /* present, equal to the derived slots */
-  GPU_SLOTS_WITH_INVALID  /* present; about 1 in 5 tokens gets -1, a slot >= num_blocks * block_size
+  GPU_SLOTS_WITH_INVALID, /* present; about 1 in 5 tokens gets -1, a slot >= num_blocks * block_size
                              (INT32_MAX too) or another negative value (INT32_MIN too): nothing is
                              written there, the canaries stay */
+  GPU_SLOTS_INTO_PAST     /* present; each sequence's first new token writes key 0 of the next
+                             sequence (when that key is in its past, mapped), which that sequence
+                             must read as written (a step writes before it attends); the others
+                             derived. Not with shared_prefix_blocks or a ring (two tokens would
+                             write one slot) */
 } gpu_slots;
 
 /* attention_bias. */

@@ -316,6 +316,19 @@ int main(void) {
     gpu_matrix_add(&all, run(&front, axes, NUM(axes)));
   }
 
+  /* a step writes before it attends (doc/semantics.md): each sequence's token writing key 0 of
+   * the next sequence, which that sequence reads in its first tile (GPU_SLOTS_INTO_PAST) */
+  gpu_case written = gpu_case_default("decode_written_past");
+  written.num_heads = 8;
+  written.kv_num_heads = 2;
+  written.batch_size = 4;
+  written.max_past_len = 100;
+  {
+    const gpu_axis axes[] = {GPU_AXIS(slots, GPU_SLOTS_INTO_PAST), GPU_AXIS(block_size, 16, 64),
+                             GPU_AXIS(max_q_len, 1, 3)};
+    gpu_matrix_add(&all, run(&written, axes, NUM(axes)));
+  }
+
   /* CUDA graph: captured once, replayed while the KV lengths grow */
   gpu_case graph = gpu_case_default("decode_graph");
   graph.num_heads = 16;

@@ -125,6 +125,25 @@ static void matrix(gpu_matrix_result *all, int quick) {
     RUN_QUICK_OR_FULL(*all, no_rope, q, f);
   }
 
+  /* a step writes before it attends (doc/semantics.md): each sequence's first token writing key 0
+   * of the next sequence, which that sequence reads in its first tile (GPU_SLOTS_INTO_PAST), beside
+   * slots derived from the table or given, with the step's inputs written by a kernel just before
+   * the call, with and without RoPE (the Hopper kernels read their first unit's Q before their
+   * chained wait without it); on the narrow (16 heads), half-stage (32) and whole-tile (128)
+   * kernels */
+  gpu_case written = deepseek("latent_written_past");
+  written.batch_size = 5;
+  written.max_past_len = 150;
+  {
+    const gpu_axis q[] = {GPU_AXIS(slots, GPU_SLOTS_INTO_PAST), GPU_AXIS(num_heads, 16, 128),
+                          GPU_AXIS(rotary, 0, 1), GPU_AXIS(max_q_len, 1)};
+    const gpu_axis f[] = {GPU_AXIS(slots, GPU_SLOTS_NONE, GPU_SLOTS_DERIVED, GPU_SLOTS_INTO_PAST),
+                          GPU_AXIS(num_heads, 16, 32, 128), GPU_AXIS(rotary, 0, 1),
+                          GPU_AXIS(inputs_by_kernel, 0, 1), GPU_AXIS(block_size, 16, 64),
+                          GPU_AXIS(max_q_len, 1, 2)};
+    RUN_QUICK_OR_FULL(*all, written, q, f);
+  }
+
   /* block sizes 16..256 (a 64-key tile spans four 16-key pages); shuffled, partly unmapped (-1,
    * large negatives, >= num_blocks, INT32_MAX) and shared-prefix block tables; 16 heads of one
    * token (the narrow wgmma kernel's panels on Hopper, the 32-row tile's 32-key steps on

@@ -378,6 +378,16 @@ static void matrix(gpu_matrix_result *all, int quick) {
                           GPU_AXIS(slots, GPU_SLOTS_NONE, GPU_SLOTS_WITH_INVALID)};
     RUN_QUICK_OR_FULL(*all, front, q, f);
   }
+  /* a step writes before it attends (doc/semantics.md): each sequence's first new token writing
+   * key 0 of the next sequence, which that sequence reads in its first tile (GPU_SLOTS_INTO_PAST) */
+  front.name = "prefill_written_past";
+  front.slots = GPU_SLOTS_INTO_PAST;
+  {
+    const gpu_axis q[] = {GPU_AXIS(block_size, 16)};
+    const gpu_axis f[] = {GPU_AXIS(block_size, 16, 64), GPU_AXIS(dtype, PA_DTYPE_FLOAT16,
+                                                                 PA_DTYPE_BFLOAT16)};
+    RUN_QUICK_OR_FULL(*all, front, q, f);
+  }
 
   /* shared prefix blocks: every sequence's leading table entries are sequence 0's (already
    * cached), the new chunks go to private blocks; eager and graph replay */

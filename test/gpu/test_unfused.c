@@ -120,6 +120,14 @@ static void matrix(gpu_matrix_result *all, int quick) {
       for (int i = 2; i < 6; i++) axes[i].count = 1;
     RUN(*all, write, axes, GPU_MODE_EAGER, 0);
   }
+  /* a step writes before it attends (doc/semantics.md): each sequence's first new token writing
+   * key 0 of the next sequence, which that sequence reads (GPU_SLOTS_INTO_PAST) */
+  write.name = "unfused_written_past";
+  write.slots = GPU_SLOTS_INTO_PAST;
+  {
+    gpu_axis axes[] = {GPU_AXIS(packed, 0, 1), GPU_AXIS(block_size, 16, 64)};
+    RUN(*all, write, axes, GPU_MODE_EAGER, 0);
+  }
 
   /* every cache type and quantization mode, K and V independent */
   gpu_case quant = gpu_case_default("unfused_quant");
