@@ -4,15 +4,15 @@
 # with the LATENT matrix (memcheck, racecheck) and pa_bench_latent --quick:
 #   release = latent-narrow-release-first.patch: P V waited and its panels freed before waiting
 #             for the next tile (the tensor cores drain between P V and the next scores);
-#   panels  = latent-narrow-panelwise-scores.patch: the next tile's scores issued panel by panel
-#             as they land, P V's panels freed once the first panel's k-steps are queued
+#   iflate  = latent-narrow-release-if-late.patch: the same only when the next tile has not landed
+#             (each consumer thread tests its last panel, a barrier votes), else main's order
 O=$OUT
 source .devdeps/env.sh
 nvidia-smi -L
-OUT=/tmp/abr TESTS= TESTS_release=latent TESTS_panels=latent SHARDS=4 \
+OUT=/tmp/abr TESTS= TESTS_release=latent TESTS_iflate=latent SHARDS=4 \
   BENCHES="pa_bench_latent --quick" RUNS=2 BENCH_FIRST=1 timeout 540 tools/ab-patches \
   release=doc/wip/latent-narrow-release-first.patch \
-  panels=doc/wip/latent-narrow-panelwise-scores.patch > $O/abr.txt 2>&1
+  iflate=doc/wip/latent-narrow-release-if-late.patch > $O/abr.txt 2>&1
 mkdir -p $O/abr && cp /tmp/abr/ab/bench0-*-1.log $O/abr/ 2>/dev/null
 grep -l "FAIL\|rc=[1-9]" /tmp/abr/ab/*.log 2>/dev/null | grep -v racecheck | head -3 |
   xargs -r -I{} cp {} $O/abr/
