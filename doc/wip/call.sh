@@ -10,6 +10,10 @@ git apply doc/wip/diag-timeline.patch || exit 1
 rm -rf build-d && meson setup build-d -Dgpu_archs=90a -Dbuildtype=release > $O/setup.log 2>&1 &&
   ninja -C build-d bench/pa_bench_latent bench/pa_bench_prefill > $O/build.log 2>&1 ||
   { tail -30 $O/build.log; exit 1; }
+# its first run hung (thirtieth measurement, call 7): one quick row first, stop if it prints nothing
+PA_DIAG_TIMELINE=1 timeout 25 build-d/bench/pa_bench_latent --quick --only "16h 1x64k q1 block 64" \
+  > $O/first.txt 2>&1
+grep -q timeline $O/first.txt || { echo "no timeline (rc $?):"; tail -20 $O/first.txt; exit 1; }
 for row in "16h 1x64k q1 block 64" "16h 64x4k q1 block 64" "128h 64x4k q1 block 64" \
            "128h 128x4k q1 block 64"; do
   PA_DIAG_TIMELINE=1 timeout 60 build-d/bench/pa_bench_latent --only "$row" 2>&1 |
