@@ -7,17 +7,25 @@ O=$OUT
 source .devdeps/env.sh
 nvidia-smi -L
 git apply doc/wip/diag-timeline.patch || exit 1
+tail -1 cuda/common/diag_timeline.cuh | grep -q "namespace pa" || { echo "header cut"; exit 1; }
 rm -rf build-d && meson setup build-d -Dgpu_archs=90a -Dbuildtype=release > $O/setup.log 2>&1 &&
   ninja -C build-d bench/pa_bench_latent bench/pa_bench_prefill > $O/build.log 2>&1 ||
   { tail -30 $O/build.log; exit 1; }
-# its first run hung (thirtieth measurement, call 7): one quick row first, stop if it prints nothing
+# its first run hung (thirtieth measurement, call 7): one quick row first, stop if it prints no
+# timeline (rc 124: the timeout; 2: a CUDA error, in the log)
 PA_DIAG_TIMELINE=1 timeout 25 build-d/bench/pa_bench_latent --quick --only "16h 1x64k q1 block 64" \
   > $O/first.txt 2>&1
-grep -q timeline $O/first.txt || { echo "no timeline (rc $?):"; tail -20 $O/first.txt; exit 1; }
+rc=$?
+grep -q timeline $O/first.txt || { echo "no timeline (rc $rc):"; tail -20 $O/first.txt; exit 1; }
+n=0
 for row in "16h 1x64k q1 block 64" "16h 64x4k q1 block 64" "128h 64x4k q1 block 64" \
            "128h 128x4k q1 block 64"; do
-  PA_DIAG_TIMELINE=1 timeout 60 build-d/bench/pa_bench_latent --only "$row" 2>&1 |
-    grep -E "LATENT  |timeline"
+  n=$((n + 1))
+  PA_DIAG_TIMELINE=1 timeout 60 build-d/bench/pa_bench_latent --only "$row" > $O/row$n.txt 2>&1
+  echo "$row: rc $?"
+  grep -E "LATENT  |timeline|error|FAIL" $O/row$n.txt
 done | tee $O/latent.txt
 PA_DIAG_TIMELINE=1 timeout 120 build-d/bench/pa_bench_prefill --quick --no-unfused \
-  --only "causal 4x2k" 2>&1 | grep -E "4x2k|timeline" | tee $O/prefill.txt
+  --only "causal 4x2k" > $O/prefill.txt 2>&1
+echo "prefill: rc $?"
+grep -E "PREFILL|timeline|error|FAIL" $O/prefill.txt
