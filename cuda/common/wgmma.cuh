@@ -259,19 +259,6 @@ __device__ __forceinline__ void warpgroup_registers_claim() {
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
-// named_barrier_sync that also returns whether `value` was true in any of the threads.
-__device__ __forceinline__ bool named_barrier_or(int id, int threads, bool value) {
-  uint32_t any;
-  asm volatile(
-      "{\n .reg .pred p, q;\n"
-      " setp.ne.u32 q, %3, 0;\n"
-      " bar.red.or.pred p, %1, %2, q;\n"
-      " selp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(any)
-      : "r"(id), "r"(threads), "r"((uint32_t)value)
-      : "memory");
-  return any != 0;
-}
 __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }

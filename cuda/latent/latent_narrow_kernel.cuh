@@ -167,7 +167,8 @@ __device__ __forceinline__ void latent_narrow_merge_if_last(const prefill_params
         P.merge_arrivals + first_token * P.head_blocks + first_head / P.heads_per_block;
     last = arrive_after_partials(counter) + 1u == (unsigned)splits;
   }
-  if (!named_barrier_or(kLatentNarrowConsumerBarrier, kLatentHopperWarpgroupThreads, last))
+  // (no thread's arrival was the last: return)
+  if (named_barrier_and(kLatentNarrowConsumerBarrier, kLatentHopperWarpgroupThreads, !last))
     return;
   split_merge_params M = {};
   M.partial_out = P.partial_out;

@@ -480,10 +480,6 @@ static void decode_several_tokens_splits_follow_the_ring(void **state) {
   }
 }
 
-/* A single token's DECODE step with at most 16 split slots merges them in the kernel: its plan
- * holds one arrival counter per KV head and head chunk, which the write kernel zeroes
- * (pa_plan::arrivals_region); more slots, or several tokens, keep the merge kernel and no
- * counters. 32/8 heads d128 on the H200: one 64-key tile per split. */
 /* LATENT's narrow kernel (16 heads of one token on a described H200) merges 2-4 split slots
  * itself, counted on pa_plan::arrivals_region; more slots take the merge kernel. */
 static void latent_few_splits_merge_in_kernel(void **state) {
@@ -511,6 +507,10 @@ static void latent_few_splits_merge_in_kernel(void **state) {
   pa_plan_destroy(plan);
 }
 
+/* A single token's DECODE step with at most 16 split slots merges them in the kernel: its plan
+ * holds one arrival counter per KV head and head chunk, which the write kernel zeroes
+ * (pa_plan::arrivals_region); more slots, or several tokens, keep the merge kernel and no
+ * counters. 32/8 heads d128 on the H200: one 64-key tile per split. */
 static void decode_single_token_merges_in_kernel(void **state) {
   (void)state;
   case_config cfg = case_config_decode();
