@@ -16,3 +16,11 @@ grep -h "RACECHECK SUMMARY" /tmp/abu/ab/*racecheck*.log
 PA_DEBUG=1 timeout 30 /tmp/ab-units/build-ab/bench/pa_bench_latent --quick \
   --only "16h 1x64k q1 block 64" 2>&1 | grep -m1 "no schedule"
 tail -20 $O/abu.txt
+# main's own build (base): the written-past cases of DECODE, PREFILL and UNFUSED, not yet run on a
+# GPU, in each quick matrix
+for t in decode prefill unfused; do
+  (PA_GPU_TEST_QUICK=1 timeout 150 build-ab/test/gpu/test_gpu_$t > $O/main-$t.txt 2>&1
+   echo "main $t: rc $? $(tail -1 $O/main-$t.txt)") &
+done
+wait
+grep -h "written_past\|FAIL" $O/main-*.txt | head -20
