@@ -19,8 +19,8 @@ tail -20 $O/abu.txt
 # main's own build (base): the written-past cases of DECODE, PREFILL and UNFUSED, not yet run on a
 # GPU, in each quick matrix
 for t in decode prefill unfused; do
-  (PA_GPU_TEST_QUICK=1 timeout 150 build-ab/test/gpu/test_gpu_$t > $O/main-$t.txt 2>&1
+  (PA_GPU_TEST_QUICK=1 PA_TEST_VERBOSE=1 timeout 150 build-ab/test/gpu/test_gpu_$t > $O/main-$t.txt 2>&1
    echo "main $t: rc $? $(tail -1 $O/main-$t.txt)") &
 done
 wait
-grep -h "written_past\|FAIL" $O/main-*.txt | head -20
+grep -c "plan .*written_past" $O/main-*.txt; grep -h FAIL $O/main-*.txt | head
