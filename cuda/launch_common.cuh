@@ -234,27 +234,30 @@ inline int64_t ctas_per_sm_by_smem(const pa_device_caps *caps, int smem_bytes) {
 
 // The merge kernel (split_merge.cuh) and grid for a plan's split partials: a warp per (token, head)
 // holding every split's row when the plan has at most 8 split slots (split_merge_few_kernel, sized
-// to the slots), else a CTA per (token, head). Both give the same bits.
+// to the slots), else a CTA per (token, head, 128 of the value_channels). Both give the same bits.
 struct split_merge_launch {
   void (*kernel)(const split_merge_params);
   dim3 grid;
 };
 template <typename T, int kVecsPerLane>
 inline split_merge_launch split_merge_launch_of(int64_t token_count, int num_heads,
-                                                int num_split_slots) {
+                                                int value_channels, int num_split_slots) {
   const dim3 few_grid((unsigned)token_count, (unsigned)ceil_div(num_heads, kMergeWarps));
   if (num_split_slots <= 2) return {split_merge_few_kernel<T, kVecsPerLane, 2>, few_grid};
   if (num_split_slots <= 4) return {split_merge_few_kernel<T, kVecsPerLane, 4>, few_grid};
   if (num_split_slots <= 8) return {split_merge_few_kernel<T, kVecsPerLane, 8>, few_grid};
-  return {split_merge_kernel<T, kVecsPerLane>, dim3((unsigned)token_count, (unsigned)num_heads)};
+  return {split_merge_kernel<T>, dim3((unsigned)token_count, (unsigned)num_heads,
+                                      (unsigned)ceil_div(value_channels, 128))};
 }
 template <int kVecsPerLane = kMergeVecsPerLane>
 inline split_merge_launch split_merge_launch_for(pa_dtype dtype, int64_t token_count,
-                                                 int num_heads, int num_split_slots) {
+                                                 int num_heads, int value_channels,
+                                                 int num_split_slots) {
   return dtype == PA_DTYPE_BFLOAT16
              ? split_merge_launch_of<__nv_bfloat16, kVecsPerLane>(token_count, num_heads,
-                                                                  num_split_slots)
-             : split_merge_launch_of<__half, kVecsPerLane>(token_count, num_heads, num_split_slots);
+                                                                  value_channels, num_split_slots)
+             : split_merge_launch_of<__half, kVecsPerLane>(token_count, num_heads, value_channels,
+                                                           num_split_slots);
 }
 
 }  // namespace detail

@@ -35,12 +35,13 @@ struct split_merge_params {
 
 constexpr int kMergeThreads = 128;
 constexpr int kMergeWarps = kMergeThreads / 32;
-// A lane holds 4 channels of every 128 (one float4): head sizes up to 256 take two (the default),
-// LATENT's 512 value channels four.
+// split_merge_few_kernel's lane holds 4 channels of every 128 (one float4): head sizes up to 256
+// take two (the default), LATENT's 512 value channels four.
 constexpr int kMergeVecsPerLane = 256 / 128;
-// Split rows a warp loads before it adds any: the loads of one round are independent, so a long
-// sequence's dozens of splits cost a few L2 round trips instead of one each.
-constexpr int kMergeRowsInFlight = 8;
+// Split rows (of one float4 per lane) a warp of split_merge_kernel loads before it adds any: the
+// loads of one round are independent, so a long sequence's splits cost one or two L2 round trips
+// instead of one each (128 splits: one).
+constexpr int kMergeRowsInFlight = 32;
 
 // Deterministic block-wide reductions of kMergeThreads values (a fixed shuffle-then-warp tree).
 template <typename Op>
@@ -90,19 +91,24 @@ __device__ __forceinline__ T merge_output(const split_merge_params &P, int kv_he
   return from_float<T>(finalize_output(m, l, o, sink, v_scale_c));
 }
 
-// Combines the items of one (token, head). Items with no admitted key are skipped and split s is
-// always added by warp s % kMergeWarps, in split order, the warps' sums then in warp order: the
-// result does not depend on how many split slots the launch had (bounds absent, tight or loose).
-template <typename T, int kVecsPerLane = kMergeVecsPerLane>
+// Combines the items of one (token, head), channels [128 z, 128 z + 128) for blockIdx.z = z (a
+// lane one float4 of them): a long sequence's rows spread over ceil(head_size / 128) CTAs per
+// (token, head), each loading its splits' rows at once (LATENT 1 x 64k: 128 splits of 512
+// channels, a CTA per head took 9-10 us after the attention kernel, doc/performance.md). Items
+// with no admitted key are skipped and split s is always added by warp s % kMergeWarps, in split
+// order, the warps' sums then in warp order: the result does not depend on how many split slots
+// the launch had (bounds absent, tight or loose), nor on the channel chunks.
+template <typename T>
 __global__ void __launch_bounds__(kMergeThreads) split_merge_kernel(const split_merge_params P) {
   wait_for_previous_kernel();
   __shared__ float scratch[kMergeWarps];
-  __shared__ float4 warp_sums[kMergeWarps][32 * kVecsPerLane];
+  __shared__ float4 warp_sums[kMergeWarps][32];
   const int64_t token = blockIdx.x;
   const int head = blockIdx.y;
   const int head_size = P.head_size;
   const int kv_head = head / P.group_size;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int v = blockIdx.z * 32 + lane;  // this lane's float4 of the row
   int64_t first;
   int count;
   if (!merge_items(P, token, &first, &count)) return;
@@ -125,44 +131,35 @@ __global__ void __launch_bounds__(kMergeThreads) split_merge_kernel(const split_
   const float4 *partial =
       reinterpret_cast<const float4 *>(P.partial_out + (first * P.num_heads + head) * head_size);
   const int64_t split_stride = (int64_t)P.num_heads * head_size / 4;
-  const int vecs = head_size / 4;
-  float4 sum[kVecsPerLane];
-#pragma unroll
-  for (int k = 0; k < kVecsPerLane; k++) sum[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  const bool has_channels = v < head_size / 4;
+  float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   for (int round = warp; round < count; round += kMergeWarps * kMergeRowsInFlight) {
     float weight[kMergeRowsInFlight];
-    float4 row[kMergeRowsInFlight][kVecsPerLane];
+    float4 row[kMergeRowsInFlight];
 #pragma unroll
     for (int r = 0; r < kMergeRowsInFlight; r++) {
       const int s = round + r * kMergeWarps;
       const float2 x = s < count ? ml[(int64_t)s * P.num_heads] : make_float2(0.0f, 0.0f);
-#pragma unroll
-      for (int k = 0; k < kVecsPerLane; k++) {
-        const int v = lane + 32 * k;
-        row[r][k] = s < count && v < vecs ? partial[s * split_stride + v]
-                                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      }
+      row[r] = s < count && has_channels ? partial[s * split_stride + v]
+                                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       // < 0: the split is empty
       weight[r] = partial_has_keys(x.y) ? softmax_rescale(x.x, m) : -1.0f;
     }
 #pragma unroll
-    for (int r = 0; r < kMergeRowsInFlight; r++) {
-      if (weight[r] < 0.0f) continue;
-#pragma unroll
-      for (int k = 0; k < kVecsPerLane; k++) merge_add_row(sum[k], row[r][k], weight[r]);
-    }
+    for (int r = 0; r < kMergeRowsInFlight; r++)
+      if (weight[r] >= 0.0f) merge_add_row(sum, row[r], weight[r]);
   }
-#pragma unroll
-  for (int k = 0; k < kVecsPerLane; k++) warp_sums[warp][lane + 32 * k] = sum[k];
+  warp_sums[warp][lane] = sum;
   __syncthreads();
 
   const float sink = sink_log2<T>(P.head_sink, head);
   T *out = reinterpret_cast<T *>(P.output) + (token * P.num_heads + head) * head_size;
-  for (int c = tid; c < head_size; c += kMergeThreads) {
+  const int c = blockIdx.z * 128 + tid;  // thread tid's channel of the chunk
+  if (c < head_size) {
     const float *first_warp = reinterpret_cast<const float *>(warp_sums[0]);
-    float o = first_warp[c];
+    float o = first_warp[tid];
 #pragma unroll
-    for (int w = 1; w < kMergeWarps; w++) o += reinterpret_cast<const float *>(warp_sums[w])[c];
+    for (int w = 1; w < kMergeWarps; w++) o += reinterpret_cast<const float *>(warp_sums[w])[tid];
     out[c] = merge_output<T>(P, kv_head, m, l, o, sink, c);
   }
 }

@@ -192,7 +192,8 @@ void fill_params(const pa__problem *p, decode_state *s, const decode_splits &spl
   M.v_quant = p->v_quant;
   M.is_quantized_cache = pa_dtype_size(p->k_cache_dtype) == 1;
   s->merge_launch =
-      split_merge_launch_for(p->dtype, p->token_count, p->num_heads, num_split_slots);
+      split_merge_launch_for(p->dtype, p->token_count, p->num_heads, p->head_size,
+                             num_split_slots);
 }
 
 pa_status decode_plan(pa_plan *plan, int setup_device) {

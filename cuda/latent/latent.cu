@@ -41,6 +41,9 @@ struct latent_variant {
   bool page_boxes;  // loads whole page runs through kv_page_maps, encoded for each call
   // merges up to kLatentNarrowMergeSplits split slots itself (prefill_params::merge_arrivals)
   bool merges_few_splits;
+  // takes every unit by its CTA's index where they fit the grid (prefill_params::units_by_index):
+  // the narrow and whole-tile kernels (latent_hopper_produce's kUnitsByIndex)
+  bool units_by_index;
   cudaError_t (*set_smem)(int smem_bytes);
   cudaError_t (*launch)(const prefill_params &P, const kv_page_maps &maps, dim3 grid,
                         int smem_bytes, cudaStream_t stream, bool chained);
@@ -108,22 +111,22 @@ bool variant_for(const pa__problem *p, const pa_device_caps *caps, latent_varian
     if constexpr (sizeof(C) == 2) {
       if (wgmma && rows == kLatentNarrowRows)
         *v = {"wgmma narrow", kLatentNarrowThreads,
-              latent_narrow_geometry<kLatentNarrowRows>::kSmemBytes, true, false, true,
+              latent_narrow_geometry<kLatentNarrowRows>::kSmemBytes, true, false, true, true,
               latent_narrow_set_smem<T, kLatentNarrowRows>,
               latent_narrow_launch<T, kLatentNarrowRows>};
       else if (wgmma && sequence_rows(p) > kLatentHopperRows / 2)
         *v = {"wgmma whole", kLatentHopperThreads, latent_whole_geometry::kSmemBytes, true, true,
-              false, latent_whole_set_smem<T>, latent_whole_launch<T>};
+              false, true, latent_whole_set_smem<T>, latent_whole_launch<T>};
       else if (wgmma)
         *v = {"wgmma", kLatentHopperThreads, latent_hopper_geometry::kSmemBytes, true, true,
-              false, latent_hopper_set_smem<T>, latent_hopper_launch<T>};
+              false, false, latent_hopper_set_smem<T>, latent_hopper_launch<T>};
       if (wgmma) return;
     }
     if (rows == 32)
-      *v = {"mma.sync", kLatentThreads, smem_bytes, false, false, false,
+      *v = {"mma.sync", kLatentThreads, smem_bytes, false, false, false, false,
             latent_set_smem<T, C, 32>, launch_without_maps<latent_launch<T, C, 32>>};
     else
-      *v = {"mma.sync", kLatentThreads, smem_bytes, true, false, false,
+      *v = {"mma.sync", kLatentThreads, smem_bytes, true, false, false, false,
             latent_set_smem<T, C, 64>, launch_without_maps<latent_launch<T, C, 64>>};
   });
 }
@@ -199,13 +202,25 @@ pa_status latent_plan(pa_plan *plan, int setup_device) {
           : split_tiles_for(p, &plan->caps, 2, row_blocks, kLatentTileKeys, kMinTilesPerSplit,
                             kMaxPartialBytes);
   const int64_t bound_tiles = std::max<int64_t>(1, ceil_div(p->max_kv_len, kLatentTileKeys));
-  const int64_t slots = ceil_div(bound_tiles, tiles_per_split);
+  const int64_t slots = std::min<int64_t>(ceil_div(bound_tiles, tiles_per_split), INT32_MAX / 2);
   if (setup_device) {
     cudaError_t err = s->variant.set_smem(s->smem_bytes);
     if (err != cudaSuccess)
       return pa__fail(PA_ERROR_CUDA, "LATENT: cudaFuncSetAttribute(%d bytes of shared memory): %s",
                       s->smem_bytes, cudaGetErrorString(err));
   }
+
+  // A persistent grid: one CTA per multiprocessor, at most one per unit. Row blocks are at most
+  // token_count (each holds a token) and ceil(token_count / tokens_per_block) + batch_size (each
+  // sequence's last may be partial); where that many units fit the grid, the Hopper kernels take
+  // each unit by their CTA's index, with no schedule kernel (prefill_params::units_by_index).
+  const int64_t resident = std::max(1, plan->caps.multiprocessor_count);
+  const int64_t row_block_bound = ceil_div(p->token_count, g.tokens_per_block) + p->batch_size;
+  const int64_t max_units = row_block_bound * g.head_blocks * slots;
+  s->grid = dim3((unsigned)std::max<int64_t>(1, std::min(resident, max_units)));
+  const bool schedule =
+      !s->variant.units_by_index ||
+      std::min<int64_t>(p->token_count, row_block_bound) * g.head_blocks * slots > s->grid.x;
 
   static const char *const kRegionNames[5] = {
       "LATENT partial outputs [item][head][v_head_size]", "LATENT partial (max, sum) [item][head]",
@@ -214,7 +229,7 @@ pa_status latent_plan(pa_plan *plan, int setup_device) {
   // one KV head for every query head; V is a view of the latent row, which k_scale dequantizes
   plan_row_block_launch(plan,
                         {1, p->num_heads, p->v_head_size, p->k_quant, g, tiles_per_split, slots,
-                         kRegionNames},
+                         kRegionNames, schedule},
                         s);
   s->params.q_before_wait = plan->q_staged_region < 0;  // the first unit's Q (Hopper producers)
   const prefill_params &P = s->params;
@@ -223,14 +238,8 @@ pa_status latent_plan(pa_plan *plan, int setup_device) {
     if (st != PA_SUCCESS) return st;
   }
 
-  // A persistent grid: one CTA per multiprocessor, at most one per unit.
-  const int64_t resident = std::max(1, plan->caps.multiprocessor_count);
-  const int64_t max_units = (ceil_div(p->token_count, g.tokens_per_block) + p->batch_size) *
-                            g.head_blocks * P.num_split_slots;
-  s->grid = dim3((unsigned)std::max<int64_t>(1, std::min(resident, max_units)));
-
   s->merge_launch = split_merge_launch_for<kMergeVecs>(p->dtype, p->token_count, p->num_heads,
-                                                       P.num_split_slots);
+                                                       p->v_head_size, P.num_split_slots);
   s->merge_in_kernel = s->variant.merges_few_splits && P.num_split_slots > 1 &&
                        P.num_split_slots <= kLatentNarrowMergeSplits;
   if (s->merge_in_kernel) {  // one counter per row block
@@ -246,13 +255,14 @@ pa_status latent_plan(pa_plan *plan, int setup_device) {
     fprintf(stderr,
             "[pagedattn] LATENT (%s): grid %u, %d threads, %d B shared, %d-row tile, row blocks "
             "of %d tokens x %d heads (%d per token), %d tiles of %d keys per split, %d split "
-            "slots%s\n",
+            "slots%s%s\n",
             s->variant.family, s->grid.x, s->variant.threads, s->smem_bytes,
             rows_of(p, &plan->caps), g.tokens_per_block, g.heads_per_block, g.head_blocks,
             P.tiles_per_split, kLatentTileKeys, P.num_split_slots,
             P.num_split_slots < 2       ? ""
             : s->merge_in_kernel        ? ", merged in the kernel"
-                                        : " + merge");
+                                        : " + merge",
+            P.units_by_index ? ", units by CTA index (no schedule kernel)" : "");
   return PA_SUCCESS;
 }
 

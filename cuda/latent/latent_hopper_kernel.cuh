@@ -277,9 +277,12 @@ __device__ __forceinline__ void latent_produce_tile(const latent_hopper_smem &S,
 // CTA's first unit is the schedule's unit blockIdx.x, which the producer finds from the step's
 // lengths (hopper_work_before_wait) and sets up, Q included unless the write kernel stages it
 // (P.q_before_wait), while the write and schedule kernels still run; its tiles, and every later
-// unit (from the schedule's counter, past the grid's first units), come after the wait. The unit
+// unit (from the schedule's counter, past the grid's first units; none with P.units_by_index,
+// where the grid covers every unit and no schedule kernel runs), come after the wait. The unit
 // setup's reads of step inputs go through L2 (load_step_input<true>), before the wait or not.
-template <typename T, typename Smem>
+// kUnitsByIndex: the kernel may run without the schedule (the half-stage kernel does not: with
+// that path compiled in, it measured 1.5 % slower, doc/performance.md, thirty-first measurement).
+template <typename T, bool kUnitsByIndex, typename Smem>
 __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
                                                       const kv_page_maps &maps, const Smem &S) {
   using G = typename Smem::G;
@@ -302,9 +305,13 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
         hopper_work_before_wait(P, blockIdx.x, scratch, kLatentHopperProducerBarrier, &w);
     if (!before_wait) {
       if (first_unit) wait_for_previous_kernel();  // a CTA past the schedule's units
-      if (tid == 0) {  // -1: the schedule's units are all taken
-        const int64_t taken = gridDim.x + (int64_t)atomicAdd(P.work_counter, 1u);
-        scratch->taken = taken < P.unit_begin[P.batch_size] ? taken : -1;
+      if (tid == 0) {  // -1: the schedule's units are all taken (no more units by index)
+        int64_t taken = -1;
+        if (!(kUnitsByIndex && P.units_by_index)) {
+          taken = gridDim.x + (int64_t)atomicAdd(P.work_counter, 1u);
+          if (taken >= P.unit_begin[P.batch_size]) taken = -1;
+        }
+        scratch->taken = taken;
       }
       named_barrier_sync(kLatentHopperProducerBarrier, kLatentHopperWarpgroupThreads);
       const int64_t taken = scratch->taken;
@@ -399,6 +406,18 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
     load_tiles(early_end, tile_end);
   }
   asm volatile("cp.async.wait_all;" ::: "memory");  // nothing lands after the thread has left
+}
+
+// Without the schedule kernel (P.units_by_index) the CTAs zero the rows of no sequence: the
+// consumer threads' share (consumer_threads of them per CTA), once their units are done.
+template <typename T, bool kUnitsByIndex>
+__device__ __forceinline__ void latent_zero_rows_of_no_sequence(const prefill_params &P,
+                                                                int consumer_threads) {
+  if (!(kUnitsByIndex && P.units_by_index)) return;
+  const int consumer = threadIdx.x - kLatentHopperWarpgroupThreads;
+  zero_rows_of_no_sequence<false>(P, P.num_heads * P.v_head_size, (int)sizeof(T),
+                                  (int64_t)blockIdx.x * consumer_threads + consumer,
+                                  (int64_t)gridDim.x * consumer_threads);
 }
 
 // The end of a unit in the 64-row Hopper kernels, whose two consumer warpgroups hold the same
@@ -604,7 +623,7 @@ __device__ __forceinline__ void latent_init_barriers(const latent_hopper_smem &S
 // memory S is placed: its barriers (latent_init_barriers), then the producer warpgroup
 // (registers given back; it makes the chained wait after its first unit's setup) and the two
 // consumer warpgroups (registers taken, the chained wait, consume()).
-template <typename T, typename Smem, typename Consume>
+template <typename T, bool kUnitsByIndex, typename Smem, typename Consume>
 __device__ __forceinline__ void latent_hopper_roles(const prefill_params &P,
                                                     const kv_page_maps &maps, const Smem &S,
                                                     Consume &&consume) {
@@ -615,11 +634,12 @@ __device__ __forceinline__ void latent_hopper_roles(const prefill_params &P,
   __syncthreads();
   if (threadIdx.x < kLatentHopperWarpgroupThreads) {
     warpgroup_registers_release<kLatentHopperProducerRegisters>();
-    latent_hopper_produce<T>(P, maps, S);  // waits for the previous kernel itself
+    latent_hopper_produce<T, kUnitsByIndex>(P, maps, S);  // waits for the previous kernel itself
   } else {
     warpgroup_registers_claim<kLatentHopperConsumerRegisters>();
     wait_for_previous_kernel();  // before the unit's stores
     consume();
+    latent_zero_rows_of_no_sequence<T, kUnitsByIndex>(P, 2 * kLatentHopperWarpgroupThreads);
   }
 }
 
@@ -632,7 +652,7 @@ __global__ void __launch_bounds__(kLatentHopperThreads, 1) latent_hopper_kernel(
 #if PA_SM90A
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const latent_hopper_smem S = {smem_raw + swizzle_align_bytes(smem_raw)};
-  latent_hopper_roles<T>(P, maps, S, [&] { latent_hopper_consume<T>(P, S); });
+  latent_hopper_roles<T, false>(P, maps, S, [&] { latent_hopper_consume<T>(P, S); });
 #endif
 }
 

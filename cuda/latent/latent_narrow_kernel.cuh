@@ -506,10 +506,11 @@ __global__ void __launch_bounds__(kLatentNarrowThreads, 1) latent_narrow_kernel(
   }
   __syncthreads();
   if (threadIdx.x < kLatentHopperWarpgroupThreads) {
-    latent_hopper_produce<T>(P, maps, S);  // waits for the previous kernel itself
+    latent_hopper_produce<T, true>(P, maps, S);  // waits for the previous kernel itself
   } else {
     wait_for_previous_kernel();  // before the unit's stores
     latent_narrow_consume<T, kRows>(P, S);
+    latent_zero_rows_of_no_sequence<T, true>(P, kLatentHopperWarpgroupThreads);
   }
 #endif
 }

@@ -427,7 +427,7 @@ __global__ void __launch_bounds__(kLatentHopperThreads, 1) latent_whole_kernel(
 #if PA_SM90A
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const latent_whole_smem S = {smem_raw + swizzle_align_bytes(smem_raw)};
-  latent_hopper_roles<T>(P, maps, S, [&] { latent_whole_consume<T>(P, S); });
+  latent_hopper_roles<T, true>(P, maps, S, [&] { latent_whole_consume<T>(P, S); });
 #endif
 }
 

@@ -64,6 +64,8 @@ struct row_block_plan {
   // the workspace regions' names: partial outputs, partial (max, sum), splits per token, the
   // schedule's first unit per sequence, its counter
   const char *const *region_names;
+  // false: every unit is the CTA of its index (prefill_params::units_by_index), no schedule
+  bool schedule = true;
 };
 // The kernel parameters less a call's pointers, the workspace (split partials with several split
 // slots, then the schedule) and the merge's parameters; the backend sets the grid and the merge
@@ -104,10 +106,14 @@ inline void plan_row_block_launch(pa_plan *plan, const row_block_plan &R, row_bl
     L->split_counts_region = pa__workspace_add(w, R.region_names[2], (uint64_t)p->token_count,
                                                sizeof(int32_t), PA_WORKSPACE_ALIGNMENT);
   }
-  L->unit_begin_region = pa__workspace_add(w, R.region_names[3], (uint64_t)p->batch_size + 1,
-                                           sizeof(int32_t), PA_WORKSPACE_ALIGNMENT);
-  L->work_counter_region =
-      pa__workspace_add(w, R.region_names[4], 1, sizeof(unsigned int), PA_WORKSPACE_ALIGNMENT);
+  P.units_by_index = !R.schedule;
+  L->unit_begin_region = L->work_counter_region = -1;
+  if (R.schedule) {
+    L->unit_begin_region = pa__workspace_add(w, R.region_names[3], (uint64_t)p->batch_size + 1,
+                                             sizeof(int32_t), PA_WORKSPACE_ALIGNMENT);
+    L->work_counter_region =
+        pa__workspace_add(w, R.region_names[4], 1, sizeof(unsigned int), PA_WORKSPACE_ALIGNMENT);
+  }
 
   L->out_row_elems = (int)pa__out_row_elems(p);
   L->t_bytes = (int)pa_dtype_size(p->dtype);
@@ -181,8 +187,8 @@ inline pa_status plan_kv_page_maps(const paged_kv_layout &kv, bool has_value_cac
 }
 
 // One step: P (the plan's parameters with the call's tensors filled in) gets the workspace regions,
-// then the schedule, the kernel (kernel(P, grid, smem_bytes, stream, chained)) and (with split
-// slots) the merge go out on the stream, chained.
+// then the schedule (none with units_by_index), the kernel (kernel(P, grid, smem_bytes, stream,
+// chained)) and (with split slots) the merge go out on the stream, chained.
 template <typename KernelLaunch>
 inline cudaError_t launch_row_block_step(const row_block_launch &L, prefill_params P,
                                          KernelLaunch &&kernel,
@@ -193,11 +199,13 @@ inline cudaError_t launch_row_block_step(const row_block_launch &L, prefill_para
     P.partial_ml = (float2 *)pa__workspace_at(w, L.partial_ml_region, workspace);
     P.split_counts = (int32_t *)pa__workspace_at(w, L.split_counts_region, workspace);
   }
-  P.unit_begin = (int32_t *)pa__workspace_at(w, L.unit_begin_region, workspace);
-  P.work_counter = (unsigned int *)pa__workspace_at(w, L.work_counter_region, workspace);
-
-  cudaError_t err = launch_chained(prefill_schedule_kernel, dim3(1), kPrefillScheduleThreads, 0,
-                                   stream, L.chained, P, L.out_row_elems, L.t_bytes);
+  cudaError_t err = cudaSuccess;
+  if (!P.units_by_index) {
+    P.unit_begin = (int32_t *)pa__workspace_at(w, L.unit_begin_region, workspace);
+    P.work_counter = (unsigned int *)pa__workspace_at(w, L.work_counter_region, workspace);
+    err = launch_chained(prefill_schedule_kernel, dim3(1), kPrefillScheduleThreads, 0, stream,
+                         L.chained, P, L.out_row_elems, L.t_bytes);
+  }
   if (err == cudaSuccess) err = kernel(P, L.grid, L.smem_bytes, stream, L.chained);
   if (err == cudaSuccess && P.num_split_slots > 1 && !P.merge_arrivals) {
     split_merge_params M = L.merge;

@@ -178,7 +178,8 @@ pa_status prefill_plan(pa_plan *plan, int setup_device) {
   s->grid = dim3((unsigned)std::max<int64_t>(1, std::min(resident, max_units)));
 
   s->merge_launch =
-      split_merge_launch_for(p->dtype, p->token_count, p->num_heads, P.num_split_slots);
+      split_merge_launch_for(p->dtype, p->token_count, p->num_heads, p->head_size,
+                             P.num_split_slots);
 
   const char *env = getenv("PA_DEBUG");
   if (env && strcmp(env, "1") == 0)

@@ -85,7 +85,29 @@ struct prefill_params {
   // Q is the step's own input, not staged by the write kernel: a kernel may read it before its
   // wait (the LATENT Hopper producers' first unit)
   bool q_before_wait;
+  // Every work unit is the CTA of its index (the plan's bound on units is at most the grid): no
+  // schedule kernel, no counter (unit_begin and work_counter NULL); the LATENT Hopper kernels
+  // zero the rows of no sequence themselves
+  bool units_by_index;
 };
+
+// Zeroes the output rows of the tokens past the last sequence (no unit covers them) and marks
+// them unsplit for the merge: this thread's share, `thread` of `threads`. The schedule kernel
+// does it, or the LATENT Hopper kernels where they run without it (prefill_params::units_by_index).
+template <bool kBeforeWait>
+__device__ __forceinline__ void zero_rows_of_no_sequence(const prefill_params &P,
+                                                         int out_row_elems, int t_bytes,
+                                                         int64_t thread, int64_t threads) {
+  const int64_t covered =
+      min((int64_t)load_step_input<kBeforeWait>(P.cu_seqlens + P.batch_size), P.token_count);
+  const int64_t first = max((int64_t)0, covered);
+  const int64_t words = (P.token_count - first) * out_row_elems * t_bytes / 4;
+  uint32_t *out = reinterpret_cast<uint32_t *>(reinterpret_cast<char *>(P.output) +
+                                               first * out_row_elems * t_bytes);
+  for (int64_t i = thread; i < words; i += threads) out[i] = 0u;
+  if (P.split_counts)
+    for (int64_t t = first + thread; t < P.token_count; t += threads) P.split_counts[t] = 0;
+}
 
 // Row r of a row block is the block's packed token r / heads_per_block and head r % heads_per_block
 // (above). A division by the run-time group size is about 25 instructions; the Hopper producers'

@@ -1,5 +1,7 @@
 // The schedule kernel of the row-block kernels (PREFILL, LATENT), launched by their launchers before
-// the attention kernel (static: each launcher's translation unit has its own copy).
+// the attention kernel (static: each launcher's translation unit has its own copy); not launched
+// where the LATENT Hopper kernels take every unit by their CTA's index (prefill_params::
+// units_by_index).
 #pragma once
 
 #include "../common/block_scan.cuh"
@@ -32,17 +34,8 @@ static __global__ void __launch_bounds__(kPrefillScheduleThreads)
     P.unit_begin[P.batch_size] = carry;
     *P.work_counter = 0;
   }
-  // tokens that belong to no sequence
-  const int64_t covered =
-      min((int64_t)load_step_input<true>(P.cu_seqlens + P.batch_size), P.token_count);
-  const int64_t first = max((int64_t)0, covered);
-  const int64_t words = (P.token_count - first) * out_row_elems * t_bytes / 4;
-  uint32_t *out = reinterpret_cast<uint32_t *>(reinterpret_cast<char *>(P.output) +
-                                               first * out_row_elems * t_bytes);
-  for (int64_t i = threadIdx.x; i < words; i += kPrefillScheduleThreads) out[i] = 0u;
-  if (P.split_counts)
-    for (int64_t t = first + threadIdx.x; t < P.token_count; t += kPrefillScheduleThreads)
-      P.split_counts[t] = 0;
+  zero_rows_of_no_sequence<true>(P, out_row_elems, t_bytes, threadIdx.x,
+                                 kPrefillScheduleThreads);
 }
 
 }  // namespace detail

@@ -507,6 +507,31 @@ static void latent_few_splits_merge_in_kernel(void **state) {
   pa_plan_destroy(plan);
 }
 
+/* LATENT's Hopper kernels take every unit by their CTA's index, with no schedule kernel and no
+ * schedule regions, where the plan's bound on units fits the grid (16 heads x 64 x 4k on a
+ * described H200: 64 row blocks x 2 split slots <= 132 CTAs); 200 sequences do not fit. */
+static void latent_units_fit_grid_need_no_schedule(void **state) {
+  (void)state;
+  case_config cfg = case_config_latent();
+  cfg.batch_size = cfg.token_count = 64;
+  cfg.blocks_per_seq = 4096 / 16;
+  cfg.num_blocks = (int64_t)cfg.blocks_per_seq * cfg.batch_size;
+  pa_case c = built(cfg, CASE_H200);
+  c.backend = PA_BACKEND_LATENT;
+  pa_plan *plan = case_plan_ok(&c);
+  assert_true(region_named(plan, "LATENT schedule: counter") < 0);
+  assert_true(region_named(plan, "LATENT schedule: first unit per sequence") < 0);
+  pa_plan_destroy(plan);
+
+  cfg.batch_size = cfg.token_count = 200;
+  cfg.num_blocks = (int64_t)cfg.blocks_per_seq * cfg.batch_size;
+  c = built(cfg, CASE_H200);
+  c.backend = PA_BACKEND_LATENT;
+  plan = case_plan_ok(&c);
+  assert_true(region_named(plan, "LATENT schedule: counter") >= 0);
+  pa_plan_destroy(plan);
+}
+
 /* A single token's DECODE step with at most 16 split slots merges them in the kernel: its plan
  * holds one arrival counter per KV head and head chunk, which the write kernel zeroes
  * (pa_plan::arrivals_region); more slots, or several tokens, keep the merge kernel and no
@@ -955,6 +980,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(latent_splits_balance_the_ctas),
       cmocka_unit_test(decode_single_token_merges_in_kernel),
       cmocka_unit_test(latent_few_splits_merge_in_kernel),
+      cmocka_unit_test(latent_units_fit_grid_need_no_schedule),
       cmocka_unit_test(decode_single_token_splits_sized_on_device),
       cmocka_unit_test(decode_several_tokens_splits_follow_the_ring),
       cmocka_unit_test(dispatch_forced_backends),
