@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# the next device call (one `run`, carry .devdeps, about 200 s after the start; any card): main
-# with diag-timeline.patch (each kernel of a step records its CTAs' first and last start and end by
+# a device call (one `run`, carry .devdeps, about 60 s after the start; any card): main with
+# diag-timeline.patch (each kernel of a step records its CTAs' first and last start and end by
 # %globaltimer; the benchmarks print three graph replays' timelines), on the LATENT rows whose step
-# costs are in question and on PREFILL's causal 4 x 2k
+# costs are in question and on PREFILL's causal 4 x 2k. The recording lengthens the steps (16h
+# 1 x 64k by about 7 us): read the order and the gaps (thirty-first measurement).
 O=$OUT
 source .devdeps/env.sh
 nvidia-smi -L
