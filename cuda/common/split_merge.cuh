@@ -146,8 +146,8 @@ __global__ void __launch_bounds__(kMergeThreads) split_merge_kernel(const split_
       weight[r] = partial_has_keys(x.y) ? softmax_rescale(x.x, m) : -1.0f;
     }
 #pragma unroll
-    for (int r = 0; r < kMergeRowsInFlight; r++)
-      if (weight[r] >= 0.0f) merge_add_row(sum, row[r], weight[r]);
+    for (int r = 0; r < kMergeRowsInFlight; r++)  // a NaN weight is added, as merge_row_in_warp's
+      if (!(weight[r] < 0.0f)) merge_add_row(sum, row[r], weight[r]);
   }
   warp_sums[warp][lane] = sum;
   __syncthreads();
