@@ -480,28 +480,30 @@ static void decode_several_tokens_splits_follow_the_ring(void **state) {
   }
 }
 
+/* A forced LATENT plan on a described H200 for `sequences` one-token sequences of 4k keys (16
+ * heads: the narrow kernel). */
+static pa_plan *latent_4k_plan(int32_t sequences) {
+  case_config cfg = case_config_latent();
+  cfg.batch_size = cfg.token_count = sequences;
+  cfg.blocks_per_seq = 4096 / 16;
+  cfg.num_blocks = (int64_t)cfg.blocks_per_seq * cfg.batch_size;
+  pa_case c = built(cfg, CASE_H200);
+  c.backend = PA_BACKEND_LATENT;
+  return case_plan_ok(&c);
+}
+
 /* LATENT's narrow kernel (16 heads of one token on a described H200) merges 2-4 split slots
  * itself, counted on pa_plan::arrivals_region; more slots take the merge kernel. */
 static void latent_few_splits_merge_in_kernel(void **state) {
   (void)state;
-  case_config cfg = case_config_latent();
-  cfg.batch_size = cfg.token_count = 64;
-  cfg.blocks_per_seq = 4096 / 16; /* 64 x 4k: two split slots */
-  cfg.num_blocks = (int64_t)cfg.blocks_per_seq * cfg.batch_size;
-  pa_case c = built(cfg, CASE_H200);
-  c.backend = PA_BACKEND_LATENT;
-  pa_plan *plan = case_plan_ok(&c);
+  pa_plan *plan = latent_4k_plan(64); /* 64 x 4k: two split slots */
   const int32_t arrivals = region_named(plan, "LATENT merge arrivals");
   assert_true(arrivals >= 0);
   assert_int_equal(plan->arrivals_region, arrivals);
   assert_int_equal(plan->arrival_count, 64); /* a row block per token */
   pa_plan_destroy(plan);
 
-  cfg.batch_size = cfg.token_count = 20; /* six split slots: the merge kernel */
-  cfg.num_blocks = (int64_t)cfg.blocks_per_seq * cfg.batch_size;
-  c = built(cfg, CASE_H200);
-  c.backend = PA_BACKEND_LATENT;
-  plan = case_plan_ok(&c);
+  plan = latent_4k_plan(20); /* six split slots: the merge kernel */
   assert_int_equal(plan->arrivals_region, -1);
   assert_true(region_named(plan, "LATENT partial outputs") >= 0);
   pa_plan_destroy(plan);
@@ -512,22 +514,12 @@ static void latent_few_splits_merge_in_kernel(void **state) {
  * described H200: 64 row blocks x 2 split slots <= 132 CTAs); 200 sequences do not fit. */
 static void latent_units_fit_grid_need_no_schedule(void **state) {
   (void)state;
-  case_config cfg = case_config_latent();
-  cfg.batch_size = cfg.token_count = 64;
-  cfg.blocks_per_seq = 4096 / 16;
-  cfg.num_blocks = (int64_t)cfg.blocks_per_seq * cfg.batch_size;
-  pa_case c = built(cfg, CASE_H200);
-  c.backend = PA_BACKEND_LATENT;
-  pa_plan *plan = case_plan_ok(&c);
+  pa_plan *plan = latent_4k_plan(64);
   assert_true(region_named(plan, "LATENT schedule: counter") < 0);
   assert_true(region_named(plan, "LATENT schedule: first unit per sequence") < 0);
   pa_plan_destroy(plan);
 
-  cfg.batch_size = cfg.token_count = 200;
-  cfg.num_blocks = (int64_t)cfg.blocks_per_seq * cfg.batch_size;
-  c = built(cfg, CASE_H200);
-  c.backend = PA_BACKEND_LATENT;
-  plan = case_plan_ok(&c);
+  plan = latent_4k_plan(200);
   assert_true(region_named(plan, "LATENT schedule: counter") >= 0);
   pa_plan_destroy(plan);
 }
