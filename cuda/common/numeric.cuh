@@ -179,16 +179,6 @@ __device__ __forceinline__ uint4 codes8_to_t8(uint2 codes) {
                     codes_to_t2<T, C, 0, 1>(codes.y), codes_to_t2<T, C, 2, 3>(codes.y));
 }
 
-// Eight T values (one 16-byte chunk of channels c .. c + 7), each times its channel's scale
-// (scale[0 .. 7]) and rounded to T once: a per-channel k_scale folded into Q.
-template <typename T>
-__device__ __forceinline__ uint4 scale_t8(uint4 v, const float *scale) {
-  T *e = reinterpret_cast<T *>(&v);
-#pragma unroll
-  for (int k = 0; k < 8; k++) e[k] = from_float<T>(to_float(e[k]) * __ldg(scale + k));
-  return v;
-}
-
 // The element type the tensor cores take for queries T over a cache of C: T, or fp16 for 8-bit
 // caches, whose codes convert to fp16 in one instruction per code (int8: the magic-number
 // subtraction on a pair; e4m3: cvt on a pair) where bf16 takes 2.5. Q then goes to fp16 times a

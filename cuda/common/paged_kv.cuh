@@ -15,8 +15,8 @@
 //   const C *row = kv_row(cache, kv, block_id, key, kv_head);   // head_size elements
 //   float x[8];
 //   load_dequant8(row, channel, scale, quant, kv_head, kv.head_size, x);  // channel % 8 == 0
-// Kernels that feed tensor cores keep raw codes instead (exact in T, see codes_to_t2) and fold the
-// scales into Q and the output.
+// Kernels that feed tensor cores keep raw codes instead (exact in fp16, see codes_to_t2) and fold
+// the scales into Q and the output.
 #pragma once
 
 #include <stdint.h>

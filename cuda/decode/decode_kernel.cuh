@@ -199,7 +199,10 @@ __device__ __forceinline__ void decode_item(const decode_params &P, unsigned cha
       if (r < rows && c < head_size)
         v = __ldcg(reinterpret_cast<const uint4 *>(q + (int64_t)(head0 + r) * head_size + c));
       if constexpr (kShifted) {  // (only 8-bit caches carry a k_scale)
-        const float *k_scale = fold_k_scale ? P.k_scale + (int64_t)kv_head * head_size : nullptr;
+        // none past head_size: those channels are zero, and the head's scales end there (the next
+        // head's, or past the tensor, whose Inf or NaN times zero made the row's scores NaN)
+        const float *k_scale =
+            fold_k_scale && c < head_size ? P.k_scale + (int64_t)kv_head * head_size : nullptr;
         // the row's largest element over the vecs_per_row consecutive lanes that hold it (a whole
         // number of them per warp, and every lane of a warp in the loop or none)
         float row_max = q_chunk_max<T>(v, k_scale, c);

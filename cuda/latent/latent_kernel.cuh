@@ -20,8 +20,8 @@
 //      32, over two mma chains: even and odd k-steps) x 16 keys over the 576 channels; with 32
 //      rows and 32-key steps half the warps score;
 //   2. each row's step max goes through shared memory (one barrier), so every warp rescales with
-//      the same running max; each score warp turns its scores into P (rounded to T) in shared
-//      memory;
+//      the same running max; each score warp turns its scores into P (rounded to the MMAs' type)
+//      in shared memory;
 //   3. after a barrier, warp w multiplies the step's P (all rows x the step's keys) by its 64 value
 //      channels [64 w, 64 w + 64) of the same rows (2 kRows accumulators per thread).
 // 16-bit caches keep P in the step's rows themselves, in the channels past the value channels
@@ -30,9 +30,10 @@
 // own. The loader owns 16-key runs (one page each, block sizes >= 16): one block-table lookup per
 // run and step, 16-byte cp.async loads.
 //
-// Quantized caches: raw codes are exact in T, so the MMAs run on codes; a per-tensor k_scale goes
-// into the score scale, a per-channel one into Q (rounded to T once), and the same k_scale
-// dequantizes V at the output (prefill_store_pair / split_merge_kernel with v_scale = k_scale).
+// Quantized caches: the MMAs run on raw codes in fp16 (mma_input_t: exact, whatever T is); a
+// per-tensor k_scale goes into the score scale, a per-channel one into Q, which goes to fp16 times
+// a power of two per row block (prefill_unit_prologue), and the same k_scale dequantizes V at the
+// output (prefill_store_pair / split_merge_kernel with v_scale = k_scale).
 #pragma once
 
 #include <math.h>
@@ -224,8 +225,9 @@ __device__ __forceinline__ void latent_unit(const prefill_params &P, unsigned ch
   using G = latent_geometry<kRows>;
   using S = latent_smem<C, kRows>;
   using Loader = latent_kv_loader<C, kRows>;
+  using M = mma_input_t<T, C>;  // the tensor cores' element type (Q, the latent rows and P)
   constexpr int kSteps = kLatentWidth / 16;  // k-steps of Q·K^T
-  constexpr int kLoads = warp_fragments<T, C>::kLoads;
+  constexpr int kLoads = warp_fragments<M, C>::kLoads;
   constexpr int kOutTiles = kLatentValueChannelsPerWarp / 8;
   constexpr int kMTiles = G::kMTiles;
   constexpr int kKeyWarps = G::kKeyWarps;
@@ -233,7 +235,7 @@ __device__ __forceinline__ void latent_unit(const prefill_params &P, unsigned ch
   constexpr int kChains = G::kScoreChains;
   static_assert(kSteps % (kChains * kLoads) == 0 && kOutTiles % (2 * kLoads) == 0,
                 "whole fragment loads");
-  T *q_smem = reinterpret_cast<T *>(smem + S::kQ);
+  M *q_smem = reinterpret_cast<M *>(smem + S::kQ);
   unsigned char *stages = smem + S::kRing;
   float *row_stats = reinterpret_cast<float *>(smem + S::kRowStats);  // [row][key warp]
   int32_t *row_lo = reinterpret_cast<int32_t *>(smem + S::kRowRanges);
@@ -304,7 +306,7 @@ __device__ __forceinline__ void latent_unit(const prefill_params &P, unsigned ch
 #pragma unroll
   for (int m = 0; m < kScoreMTiles; m++) row_sum[m][0] = row_sum[m][1] = 0.0f;
 
-  const T *q_frag_rows =
+  const M *q_frag_rows =
       q_smem + (row_warp * kScoreMTiles * 16 + lane % 16) * S::kQStride + (lane / 16) * 8;
   const bool scoring = score_warp && kScoreMTiles * row_warp < active_m_tiles;
   cp_async_tile_ring<S::kStages>(
@@ -338,7 +340,7 @@ __device__ __forceinline__ void latent_unit(const prefill_params &P, unsigned ch
               for (int i = 0; i < 4; i++) score[e][m][n][i] = 0.0f;
         if (score_warp) {
           if (scoring) {
-            const warp_fragments<T, C> k_frags = {step_rows + key_warp * 16 * S::kRowBytes,
+            const warp_fragments<M, C> k_frags = {step_rows + key_warp * 16 * S::kRowBytes,
                                                   S::kRowBytes, lane};
 #pragma unroll G::kScoreUnroll
             for (int ks = 0; ks < kSteps; ks += kChains * kLoads) {
@@ -359,8 +361,8 @@ __device__ __forceinline__ void latent_unit(const prefill_params &P, unsigned ch
                 for (int m = 0; m < kScoreMTiles; m++)
 #pragma unroll
                   for (int s = 0; s < kLoads; s++) {
-                    mma_op<T>::run(score[e][m][0], a[e][m][s], bk[e][s][0], bk[e][s][1]);
-                    mma_op<T>::run(score[e][m][1], a[e][m][s], bk[e][s][2], bk[e][s][3]);
+                    mma_op<M>::run(score[e][m][0], a[e][m][s], bk[e][s][0], bk[e][s][1]);
+                    mma_op<M>::run(score[e][m][1], a[e][m][s], bk[e][s][2], bk[e][s][3]);
                   }
             }
 #pragma unroll
@@ -435,7 +437,7 @@ __device__ __forceinline__ void latent_unit(const prefill_params &P, unsigned ch
                 row_sum[m][h] += p0 + p1;
                 const int r = (kScoreMTiles * row_warp + m) * 16 + group_id + 8 * h;
                 const int k = key_warp * 16 + n * 8 + col;
-                *reinterpret_cast<uint32_t *>(p_base + S::p_row(r) + k * 2) = pack_t2<T>(p0, p1);
+                *reinterpret_cast<uint32_t *>(p_base + S::p_row(r) + k * 2) = pack_t2<M>(p0, p1);
               }
             }
         }
@@ -465,7 +467,7 @@ __device__ __forceinline__ void latent_unit(const prefill_params &P, unsigned ch
             if (mt < active_m_tiles)
               ldmatrix_x4(a[mt], p_base + S::p_row(mt * 16 + lane % 16) +
                                      (kk * 16 + (lane / 16) * 8) * 2);
-          const warp_fragments<T, C> v_frags = {step_rows + kk * 16 * S::kRowBytes, S::kRowBytes,
+          const warp_fragments<M, C> v_frags = {step_rows + kk * 16 * S::kRowBytes, S::kRowBytes,
                                                 lane};
 #pragma unroll
           for (int n = 0; n < kOutTiles; n += 2 * kLoads) {
@@ -476,8 +478,8 @@ __device__ __forceinline__ void latent_unit(const prefill_params &P, unsigned ch
               if (mt < active_m_tiles) {
 #pragma unroll
                 for (int s = 0; s < kLoads; s++) {
-                  mma_op<T>::run(out_acc[mt][n + 2 * s], a[mt], bv[s][0], bv[s][1]);
-                  mma_op<T>::run(out_acc[mt][n + 2 * s + 1], a[mt], bv[s][2], bv[s][3]);
+                  mma_op<M>::run(out_acc[mt][n + 2 * s], a[mt], bv[s][0], bv[s][1]);
+                  mma_op<M>::run(out_acc[mt][n + 2 * s + 1], a[mt], bv[s][2], bv[s][3]);
                 }
               }
           }

@@ -8,8 +8,8 @@
 // group, and a 1-token sequence of a mixed step fills group_size rows instead of a padded tile.
 // Groups larger than kRows take several row blocks per token (head_blocks).
 // Each warp owns kMTiles m16 tiles of rows and runs the whole 64-key tile against them: Q·K^T
-// into fp32 scores, scale / softcap / masks, an online softmax per row, P (rounded to T) · V into
-// fp32 accumulators. Warps whose rows admit no key of a tile skip its math; tiles wholly inside
+// into fp32 scores, scale / softcap / masks, an online softmax per row, P (rounded to the MMAs'
+// type) · V into fp32 accumulators. Warps whose rows admit no key of a tile skip its math; tiles wholly inside
 // every row's admitted range and fully mapped skip the per-key masks. Tiles start at absolute
 // multiples of 64 keys whatever the page size, so each loading thread's run of up to 16 rows lies
 // in one page: one block-table lookup per tile and run, prefetched a tile early, and 16-byte
@@ -23,8 +23,9 @@
 // (an exclusive prefix sum over sequences); a persistent grid takes units from an atomic counter,
 // a sequence's heaviest row blocks (the last ones under a causal mask) first.
 //
-// Quantized caches: raw codes are exact in T, so the MMAs run on codes; a per-tensor k_scale goes
-// into the score scale, a per-channel one into Q (rounded to T once), v_scale into the output.
+// Quantized caches: the MMAs run on raw codes in fp16 (mma_input_t: exact, whatever T is); a
+// per-tensor k_scale goes into the score scale, a per-channel one into Q, which goes to fp16 times
+// a power of two per row block (prefill_unit_prologue), v_scale into the output.
 #pragma once
 
 #include <math.h>
@@ -445,16 +446,18 @@ __device__ __forceinline__ void prefill_store_m16(const prefill_params &P,
 template <typename T, typename C, int DMAX>
 __device__ __forceinline__ void prefill_rows_split(const prefill_params &P,
                                                    const prefill_kv_loader<C, DMAX> &loader,
-                                                   const prefill_row_block &R, const T *q_smem,
+                                                   const prefill_row_block &R,
+                                                   const mma_input_t<T, C> *q_smem,
                                                    int tile_begin, int tile_end,
                                                    int kv_head, int split, int32_t splits) {
+  using M = mma_input_t<T, C>;  // the tensor cores' element type (Q, K, V and P)
   constexpr int kMTiles = prefill_m_tiles(DMAX);
   constexpr int kPassKeys = kMTiles == 1 ? 64 : 32;
   constexpr int kPasses = kPrefillTileKeys / kPassKeys;
   constexpr int kPassGroups = kPassKeys / 16;  // 16-key groups of a pass (k-steps of P·V)
   constexpr int kSteps = DMAX / 16;            // k-steps of Q·K^T
   constexpr int kOutTiles = DMAX / 8;          // n-tiles of P·V
-  constexpr int kLoads = warp_fragments<T, C>::kLoads;
+  constexpr int kLoads = warp_fragments<M, C>::kLoads;
   constexpr int q_stride = prefill_q_row_elems(DMAX);
   constexpr int row_bytes = prefill_kv_row_bytes(DMAX, (int)sizeof(C));
   constexpr int stage_bytes = prefill_kv_loader<C, DMAX>::kStageBytes;
@@ -511,7 +514,7 @@ __device__ __forceinline__ void prefill_rows_split(const prefill_params &P,
       row_sum[mt][h] = 0.0f;
     }
 
-  const T *q_frag_rows = q_smem + (warp_row0 + lane % 16) * q_stride + (lane / 16) * 8;
+  const M *q_frag_rows = q_smem + (warp_row0 + lane % 16) * q_stride + (lane / 16) * 8;
   loader.run_tiles(tile_begin, tile_end, [&](int tile, int stage) {
     const unsigned char *k_tile = loader.stages + stage * stage_bytes;
     const unsigned char *v_tile = k_tile + kPrefillTileKeys * row_bytes;
@@ -548,14 +551,14 @@ __device__ __forceinline__ void prefill_rows_split(const prefill_params &P,
 #pragma unroll
         for (int g = 0; g < kPassGroups; g++) {
           uint32_t bk[kLoads][4];
-          const warp_fragments<T, C> k_frags = {k_pass + g * 16 * row_bytes, row_bytes, lane};
+          const warp_fragments<M, C> k_frags = {k_pass + g * 16 * row_bytes, row_bytes, lane};
           k_frags.scores_k(bk, ks);
 #pragma unroll
           for (int mt = 0; mt < kMTiles; mt++)
 #pragma unroll
             for (int s = 0; s < kLoads; s++) {
-              mma_op<T>::run(score[mt][2 * g], a[mt][s], bk[s][0], bk[s][1]);
-              mma_op<T>::run(score[mt][2 * g + 1], a[mt][s], bk[s][2], bk[s][3]);
+              mma_op<M>::run(score[mt][2 * g], a[mt][s], bk[s][0], bk[s][1]);
+              mma_op<M>::run(score[mt][2 * g + 1], a[mt][s], bk[s][2], bk[s][3]);
             }
         }
       }
@@ -578,8 +581,8 @@ __device__ __forceinline__ void prefill_rows_split(const prefill_params &P,
       for (int g = 0; g < kPassGroups; g++) {
         uint32_t p_frag[kMTiles][4];
 #pragma unroll
-        for (int mt = 0; mt < kMTiles; mt++) prefill_p_fragment<T>(score[mt], g, p_frag[mt]);
-        const warp_fragments<T, C> v_frags = {v_pass + g * 16 * row_bytes, row_bytes, lane};
+        for (int mt = 0; mt < kMTiles; mt++) prefill_p_fragment<M>(score[mt], g, p_frag[mt]);
+        const warp_fragments<M, C> v_frags = {v_pass + g * 16 * row_bytes, row_bytes, lane};
 #pragma unroll
         for (int n = 0; n < kOutTiles; n += 2 * kLoads) {
           uint32_t bv[kLoads][4];
@@ -588,8 +591,8 @@ __device__ __forceinline__ void prefill_rows_split(const prefill_params &P,
           for (int mt = 0; mt < kMTiles; mt++)
 #pragma unroll
             for (int s = 0; s < kLoads; s++) {
-              mma_op<T>::run(out_acc[mt][n + 2 * s], p_frag[mt], bv[s][0], bv[s][1]);
-              mma_op<T>::run(out_acc[mt][n + 2 * s + 1], p_frag[mt], bv[s][2], bv[s][3]);
+              mma_op<M>::run(out_acc[mt][n + 2 * s], p_frag[mt], bv[s][0], bv[s][1]);
+              mma_op<M>::run(out_acc[mt][n + 2 * s + 1], p_frag[mt], bv[s][2], bv[s][3]);
             }
         }
       }
@@ -610,12 +613,14 @@ __device__ __forceinline__ void prefill_rows_split(const prefill_params &P,
 template <typename T, typename C, int DMAX>
 __device__ __forceinline__ void prefill_keys_split(const prefill_params &P,
                                                    const prefill_kv_loader<C, DMAX> &loader,
-                                                   const prefill_row_block &R, const T *q_smem,
+                                                   const prefill_row_block &R,
+                                                   const mma_input_t<T, C> *q_smem,
                                                    int tile_begin, int tile_end,
                                                    int kv_head, int split, int32_t splits) {
+  using M = mma_input_t<T, C>;  // the tensor cores' element type (Q, K, V and P)
   constexpr int kSteps = DMAX / 16;
   constexpr int kOutTiles = DMAX / 8;
-  constexpr int kLoads = warp_fragments<T, C>::kLoads;
+  constexpr int kLoads = warp_fragments<M, C>::kLoads;
   constexpr int q_stride = prefill_q_row_elems(DMAX);
   constexpr int row_bytes = prefill_kv_row_bytes(DMAX, (int)sizeof(C));
   constexpr int stage_bytes = prefill_kv_loader<C, DMAX>::kStageBytes;
@@ -638,7 +643,7 @@ __device__ __forceinline__ void prefill_keys_split(const prefill_params &P,
     for (int i = 0; i < 4; i++) out_acc[n][i] = 0.0f;
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
 
-  const T *q_frag_row = q_smem + (lane % 16) * q_stride + (lane / 16) * 8;
+  const M *q_frag_row = q_smem + (lane % 16) * q_stride + (lane / 16) * 8;
   loader.run_tiles(tile_begin, tile_end, [&](int tile, int stage) {
     const unsigned char *k_keys =
         loader.stages + stage * stage_bytes + warp * kKeysPerWarp * row_bytes;
@@ -648,7 +653,7 @@ __device__ __forceinline__ void prefill_keys_split(const prefill_params &P,
     const int32_t key0 = tile * kPrefillTileKeys - loader.lo_in_tile + warp * kKeysPerWarp;
     float scores[1][2][4] = {{{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}}};
     float(&score)[2][4] = scores[0];
-    const warp_fragments<T, C> k_frags = {k_keys, row_bytes, lane};
+    const warp_fragments<M, C> k_frags = {k_keys, row_bytes, lane};
 #pragma unroll
     for (int ks = 0; ks < kSteps; ks += kLoads) {
       uint32_t a[kLoads][4], b[kLoads][4];
@@ -657,8 +662,8 @@ __device__ __forceinline__ void prefill_keys_split(const prefill_params &P,
       k_frags.scores_k(b, ks);
 #pragma unroll
       for (int s = 0; s < kLoads; s++) {
-        mma_op<T>::run(score[0], a[s], b[s][0], b[s][1]);
-        mma_op<T>::run(score[1], a[s], b[s][2], b[s][3]);
+        mma_op<M>::run(score[0], a[s], b[s][0], b[s][1]);
+        mma_op<M>::run(score[1], a[s], b[s][2], b[s][3]);
       }
     }
     const float score_scale = softmax_step_scores(scores, R.qk_scale, P.softcap);
@@ -673,17 +678,17 @@ __device__ __forceinline__ void prefill_keys_split(const prefill_params &P,
       }
     prefill_softmax_step(score, row_max, row_sum, out_acc, score_scale);
     const uint32_t p_frag[4] = {
-        pack_t2<T>(score[0][0], score[0][1]), pack_t2<T>(score[0][2], score[0][3]),
-        pack_t2<T>(score[1][0], score[1][1]), pack_t2<T>(score[1][2], score[1][3])};
-    const warp_fragments<T, C> v_frags = {v_keys, row_bytes, lane};
+        pack_t2<M>(score[0][0], score[0][1]), pack_t2<M>(score[0][2], score[0][3]),
+        pack_t2<M>(score[1][0], score[1][1]), pack_t2<M>(score[1][2], score[1][3])};
+    const warp_fragments<M, C> v_frags = {v_keys, row_bytes, lane};
 #pragma unroll
     for (int n = 0; n < kOutTiles; n += 2 * kLoads) {
       uint32_t b[kLoads][4];
       v_frags.values_v(b, n);
 #pragma unroll
       for (int s = 0; s < kLoads; s++) {
-        mma_op<T>::run(out_acc[n + 2 * s], p_frag, b[s][0], b[s][1]);
-        mma_op<T>::run(out_acc[n + 2 * s + 1], p_frag, b[s][2], b[s][3]);
+        mma_op<M>::run(out_acc[n + 2 * s], p_frag, b[s][0], b[s][1]);
+        mma_op<M>::run(out_acc[n + 2 * s + 1], p_frag, b[s][2], b[s][3]);
       }
     }
   });
@@ -699,7 +704,7 @@ __device__ __forceinline__ void prefill_keys_split(const prefill_params &P,
   float2 *warp_ml = reinterpret_cast<float2 *>(warp_out + kPrefillWarps * 16 * DMAX);
   {
     float *mine = warp_out + warp * 16 * DMAX;
-    warp_fragments<T, C>::store_out(mine + group_id * DMAX, mine + (group_id + 8) * DMAX, out_acc,
+    warp_fragments<M, C>::store_out(mine + group_id * DMAX, mine + (group_id + 8) * DMAX, out_acc,
                                     col);
     if (lane % 4 == 0) {
       warp_ml[warp * 16 + group_id] = make_float2(row_max[0], row_sum[0]);
@@ -862,35 +867,70 @@ struct prefill_unit_setup {
 
 // The prologue the mma.sync row-block kernels share (PREFILL, LATENT): the rows of split `split`
 // of row block `row_block` of sequence b for KV head kv_head, their Q rows into q_smem (kRows rows
-// of q_stride elements, kQWidth channels each, zero past head_size and valid_rows; a per-channel
-// k_scale folded in), and their admitted keys into row_lo / row_hi (kRows each). Ends with a
-// barrier: the shared rows are ready.
+// of q_stride elements, kQWidth channels each, zero past head_size and valid_rows), and their
+// admitted keys into row_lo / row_hi (kRows each). Q is stored as the tensor cores take it
+// (mma_input_t): T for 16-bit caches; fp16 for 8-bit caches, each element times its channel's
+// k_scale (per channel) and the power of two that brings the unit's largest into [2^14, 2^15),
+// rounded once, the score scale taking the power back (a per-channel scale rounded into a bf16 Q
+// lost more than the tolerance of doc/development.md on sharp rows). Ends with a barrier: the
+// shared rows are ready.
 template <typename T, typename C, int kQWidth, int kRows, int kThreads>
 __device__ __forceinline__ prefill_unit_setup prefill_unit_prologue(
-    const prefill_params &P, T *q_smem, int q_stride, int32_t *row_lo, int32_t *row_hi, int32_t b,
-    int32_t row_block, int32_t split, int kv_head) {
+    const prefill_params &P, mma_input_t<T, C> *q_smem, int q_stride, int32_t *row_lo,
+    int32_t *row_hi, int32_t b, int32_t row_block, int32_t split, int kv_head) {
+  using M = mma_input_t<T, C>;
   const int head_size = P.kv.head_size;
   const int tid = threadIdx.x, lane = tid % 32;
   const prefill_unit_rows rows = prefill_unit_rows_of(P, b, row_block, kv_head);
   const int64_t first_token = rows.first_token;
   const int valid_rows = rows.valid_rows, first_head = rows.first_head;
 
-  // Q rows into shared memory, a per-channel k_scale folded in; other rows and channels beyond
-  // head_size are zero (their scores are finite and discarded).
-  const float qk_scale = prefill_qk_scale<C>(P);
-  const bool fold_k_scale = is_quantized<C>::value && P.k_quant == PA_QUANT_PER_CHANNEL;
+  // Q rows into shared memory; other rows and channels beyond head_size are zero (their scores
+  // are finite and discarded).
+  float qk_scale = prefill_qk_scale<C>(P);
   constexpr int vecs_per_row = kQWidth / 8;
-  for (int i = tid; i < kRows * vecs_per_row; i += kThreads) {
+  // chunk i of the rows (row i / vecs_per_row, channels c .. c + 7), or none
+  auto q_chunk = [&](int i, uint4 *v) {
     const int r = i / vecs_per_row, c = (i % vecs_per_row) * 8;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (r < valid_rows && c < head_size) {
-      const int64_t token = first_token + prefill_row_token(P, r);
-      const int head = first_head + prefill_row_head(P, r);
-      v = *reinterpret_cast<const uint4 *>(reinterpret_cast<const T *>(P.q) +
-                                           token * P.q_row_stride + (int64_t)head * head_size + c);
-      if (fold_k_scale) v = scale_t8<T>(v, P.k_scale + (int64_t)kv_head * head_size + c);
+    if (r >= valid_rows || c >= head_size) return false;
+    const int64_t token = first_token + prefill_row_token(P, r);
+    const int head = first_head + prefill_row_head(P, r);
+    *v = *reinterpret_cast<const uint4 *>(reinterpret_cast<const T *>(P.q) +
+                                          token * P.q_row_stride + (int64_t)head * head_size + c);
+    return true;
+  };
+  if constexpr (sizeof(C) == 1) {
+    __shared__ float warp_q_max[kThreads / 32];
+    const float *k_scale =
+        P.k_quant == PA_QUANT_PER_CHANNEL ? P.k_scale + (int64_t)kv_head * head_size : nullptr;
+    float q_max = 0.0f;
+    for (int i = tid; i < kRows * vecs_per_row; i += kThreads) {
+      uint4 v;
+      if (q_chunk(i, &v)) q_max = fmaxf(q_max, q_chunk_max<T>(v, k_scale, (i % vecs_per_row) * 8));
     }
-    warp_fragments<T, C>::store_q(q_smem + r * q_stride, c, v);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2)
+      q_max = fmaxf(q_max, __shfl_xor_sync(0xffffffffu, q_max, offset));
+    if (lane == 0) warp_q_max[tid / 32] = q_max;
+    __syncthreads();
+#pragma unroll
+    for (int w = 0; w < kThreads / 32; w++) q_max = fmaxf(q_max, warp_q_max[w]);
+    const int shift = fp16_q_shift(q_max);
+    const float down = ldexpf(1.0f, -shift);
+    qk_scale *= ldexpf(1.0f, shift);
+    for (int i = tid; i < kRows * vecs_per_row; i += kThreads) {
+      uint4 v = make_uint4(0, 0, 0, 0);
+      const int c = (i % vecs_per_row) * 8;
+      if (q_chunk(i, &v)) v = q_chunk_to_half<T>(v, k_scale, c, down);
+      warp_fragments<M, C>::store_q(q_smem + (i / vecs_per_row) * q_stride, c, v);
+    }
+  } else {
+    for (int i = tid; i < kRows * vecs_per_row; i += kThreads) {
+      uint4 v = make_uint4(0, 0, 0, 0);
+      q_chunk(i, &v);
+      warp_fragments<M, C>::store_q(q_smem + (i / vecs_per_row) * q_stride,
+                                    (i % vecs_per_row) * 8, v);
+    }
   }
 
   // Each row's admitted keys, and their union: the keys this unit visits.
@@ -934,8 +974,8 @@ __device__ __forceinline__ void prefill_unit(const prefill_params &P, unsigned c
                                              int32_t row_block, int32_t split, int kv_head) {
   constexpr int kRows = prefill_rows(DMAX);
   constexpr int q_stride = prefill_q_row_elems(DMAX);
-  T *q_smem = reinterpret_cast<T *>(smem);
-  int32_t *row_lo = reinterpret_cast<int32_t *>(smem + kRows * q_stride * sizeof(T));
+  mma_input_t<T, C> *q_smem = reinterpret_cast<mma_input_t<T, C> *>(smem);
+  int32_t *row_lo = reinterpret_cast<int32_t *>(smem + kRows * q_stride * 2);
   int32_t *row_hi = row_lo + kRows;
   unsigned char *admitted = reinterpret_cast<unsigned char *>(row_hi + kRows);
   unsigned char *stages = admitted + kPrefillStages * kPrefillTileKeys;

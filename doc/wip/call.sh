@@ -3,7 +3,9 @@
 # diag-timeline.patch (each kernel of a step records its CTAs' first and last start and end by
 # %globaltimer; the benchmarks print three graph replays' timelines), on the LATENT rows whose step
 # costs are in question and on PREFILL's causal 4 x 2k. The recording lengthens the steps (16h
-# 1 x 64k by about 7 us): read the order and the gaps (thirty-first measurement).
+# 1 x 64k by about 7 us): read the order and the gaps (thirty-first measurement). Per attention CTA
+# the patch also records its start, first chained wait, first landed tile and end, printed as
+# quantiles over the CTAs (thirty-second measurement).
 O=$OUT
 source .devdeps/env.sh
 nvidia-smi -L
@@ -24,7 +26,7 @@ for row in "16h 1x64k q1 block 64" "16h 64x4k q1 block 64" "128h 64x4k q1 block 
   n=$((n + 1))
   PA_DIAG_TIMELINE=1 timeout 60 build-d/bench/pa_bench_latent --only "$row" > $O/row$n.txt 2>&1
   echo "$row: rc $?"
-  grep -E "LATENT  |timeline|error|FAIL" $O/row$n.txt
+  grep -E "LATENT  |timeline 0|^    cta|error|FAIL" $O/row$n.txt | head -6
 done | tee $O/latent.txt
 PA_DIAG_TIMELINE=1 timeout 120 build-d/bench/pa_bench_prefill --quick --no-unfused \
   --only "causal 4x2k" > $O/prefill.txt 2>&1

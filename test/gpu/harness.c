@@ -661,12 +661,23 @@ static int staged_by_kernel(const fixture *f, int i) {
   return f->c.inputs_by_kernel && i != PA_IN_KEY_CACHE && i != PA_IN_VALUE_CACHE;
 }
 
+/* Bytes of 0xff after every device input: a kernel that reads past an input's end (and, say,
+ * multiplies what it read by zero) reads NaN (floats) or -1 (integers) there, not whatever a
+ * fresh allocation happens to hold, so the read shows in the results on every run. */
+enum { INPUT_GUARD_BYTES = 1024 };
+
 /* Device buffers (the caches alias their inputs), workspace and stream. */
 static int fixture_init_device(fixture *f) {
+  if (!cuda_ok(f, cudaStreamCreateWithFlags(&f->stream, cudaStreamNonBlocking), "stream"))
+    return GPU_FAIL;
   for (int i = 0; i < PA_NUM_INPUTS; i++) {
     if (!f->h_in[i]) continue;
     size_t bytes = f->in_bytes[i] ? f->in_bytes[i] : 16;
-    if (!cuda_ok(f, cudaMalloc(&f->d_in[i], bytes), input_names[i])) return GPU_FAIL;
+    if (!cuda_ok(f, cudaMalloc(&f->d_in[i], bytes + INPUT_GUARD_BYTES), input_names[i]) ||
+        !cuda_ok(f,
+                 cudaMemsetAsync((char *)f->d_in[i] + bytes, 0xff, INPUT_GUARD_BYTES, f->stream),
+                 input_names[i]))
+      return GPU_FAIL;
     if (staged_by_kernel(f, i) && !cuda_ok(f, cudaMalloc(&f->d_staged[i], bytes), input_names[i]))
       return GPU_FAIL;
   }
@@ -681,8 +692,6 @@ static int fixture_init_device(fixture *f) {
   }
   f->workspace_bytes = pa_plan_workspace_size(f->plan);
   if (f->workspace_bytes && !cuda_ok(f, cudaMalloc(&f->workspace, f->workspace_bytes), "workspace"))
-    return GPU_FAIL;
-  if (!cuda_ok(f, cudaStreamCreateWithFlags(&f->stream, cudaStreamNonBlocking), "stream"))
     return GPU_FAIL;
   return GPU_PASS;
 }
