@@ -26,8 +26,10 @@ for row in "16h 1x64k q1 block 64" "16h 64x4k q1 block 64" "128h 64x4k q1 block 
   n=$((n + 1))
   PA_DIAG_TIMELINE=1 timeout 60 build-d/bench/pa_bench_latent --only "$row" > $O/row$n.txt 2>&1
   echo "$row: rc $?"
-  grep -E "LATENT  |timeline 0|^    cta|error|FAIL" $O/row$n.txt | head -6
+  grep -E "LATENT  |timeline 0|error|FAIL" $O/row$n.txt | head -3
+  grep -A8 "timeline 0" $O/row$n.txt | grep "^    cta" | cut -c1-140
 done | tee $O/latent.txt
+[ -n "$NO_PREFILL" ] && exit 0
 PA_DIAG_TIMELINE=1 timeout 120 build-d/bench/pa_bench_prefill --quick --no-unfused \
   --only "causal 4x2k" > $O/prefill.txt 2>&1
 echo "prefill: rc $?"
