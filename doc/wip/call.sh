@@ -10,6 +10,9 @@ O=$OUT
 source .devdeps/env.sh
 nvidia-smi -L
 git apply doc/wip/diag-timeline.patch || exit 1
+# SETUP_TWICE=1: the LATENT producers run their first unit's setup once more first, discarded
+# (diag-setup-twice.patch): whether the startup chain is cold code and lines or its reads
+[ -n "${SETUP_TWICE:-}" ] && { git apply doc/wip/diag-setup-twice.patch || exit 1; }
 tail -1 cuda/common/diag_timeline.cuh | grep -q "namespace pa" || { echo "header cut"; exit 1; }
 rm -rf build-d && meson setup build-d -Dgpu_archs=90a -Dbuildtype=release > $O/setup.log 2>&1 &&
   ninja -C build-d bench/pa_bench_latent bench/pa_bench_prefill > $O/build.log 2>&1 ||
@@ -27,7 +30,7 @@ for row in "16h 1x64k q1 block 64" "16h 64x4k q1 block 64" "128h 64x4k q1 block 
   PA_DIAG_TIMELINE=1 timeout 60 build-d/bench/pa_bench_latent --only "$row" > $O/row$n.txt 2>&1
   echo "$row: rc $?"
   grep -E "LATENT  |timeline 0|error|FAIL" $O/row$n.txt | head -3
-  grep -A8 "timeline 0" $O/row$n.txt | grep "^    cta" | cut -c1-140
+  grep -A9 "timeline 0" $O/row$n.txt | grep "^    cta" | cut -c1-140
 done | tee $O/latent.txt
 [ -n "$NO_PREFILL" ] && exit 0
 PA_DIAG_TIMELINE=1 timeout 120 build-d/bench/pa_bench_prefill --quick --no-unfused \
