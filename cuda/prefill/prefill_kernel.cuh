@@ -375,8 +375,8 @@ __device__ __forceinline__ void prefill_softmax_step(float (&score)[kNTiles][4],
   softmax_step_to_max(score, row_max, row_sum, out_acc, score_scale, tile_max);
 }
 
-// The A fragment of P (rounded to T, as in every flash kernel) for the 16 keys of n-tiles 2g and
-// 2g + 1.
+// The A fragment of P (rounded to T, the MMAs' type, as in every flash kernel) for the 16 keys of
+// n-tiles 2g and 2g + 1.
 template <typename T, int kNTiles>
 __device__ __forceinline__ void prefill_p_fragment(const float (&score)[kNTiles][4], int g,
                                                    uint32_t (&p)[4]) {
@@ -576,7 +576,7 @@ __device__ __forceinline__ void prefill_rows_split(const prefill_params &P,
       for (int mt = 0; mt < kMTiles; mt++)
         prefill_softmax_step(score[mt], row_max[mt], row_sum[mt], out_acc[mt], score_scale);
 
-      // out += P · V, 16 keys per k-step (P rounded to T, as in every flash kernel)
+      // out += P · V, 16 keys per k-step (P rounded to M, as in every flash kernel)
 #pragma unroll
       for (int g = 0; g < kPassGroups; g++) {
         uint32_t p_frag[kMTiles][4];
