@@ -172,10 +172,12 @@ static void matrix(gpu_matrix_result *all, int quick) {
   quant.max_q_len = quick ? 30 : 50;
   quant.max_past_len = quick ? 150 : 400;
   {
+    /* (the quick matrix takes head size 256 too: gpu_prefill_mma_sync runs it on the mma.sync
+     * kernel, whose 8-bit path at 256 channels runs nowhere else on Hopper) */
     const gpu_axis q[] = {GPU_AXIS(cache_dtype, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
                           GPU_AXIS(k_quant, PA_QUANT_PER_CHANNEL),
                           GPU_AXIS(v_quant, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL),
-                          GPU_AXIS(dtype, PA_DTYPE_BFLOAT16)};
+                          GPU_AXIS(dtype, PA_DTYPE_BFLOAT16), GPU_AXIS(head_size, 128, 256)};
     const gpu_axis f[] = {GPU_AXIS(cache_dtype, PA_DTYPE_INT8, PA_DTYPE_FLOAT8_E4M3FN),
                           GPU_AXIS(k_quant, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL),
                           GPU_AXIS(v_quant, PA_QUANT_PER_TENSOR, PA_QUANT_PER_CHANNEL),
