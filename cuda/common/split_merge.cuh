@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "attention_rules.cuh"
+#include "block_scan.cuh"
 #include "chained_launch.cuh"
 #include "numeric.cuh"
 
@@ -42,20 +43,6 @@ constexpr int kMergeVecsPerLane = 256 / 128;
 // loads of one round are independent, so a long sequence's splits cost one or two L2 round trips
 // instead of one each (128 splits: one).
 constexpr int kMergeRowsInFlight = 32;
-
-// Deterministic block-wide reductions of kMergeThreads values (a fixed shuffle-then-warp tree).
-template <typename Op>
-__device__ __forceinline__ float merge_block_reduce(float x, float *scratch, Op op) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) x = op(x, __shfl_xor_sync(0xffffffffu, x, offset));
-  __syncthreads();  // scratch may still be read by a previous reduction
-  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = x;
-  __syncthreads();
-  x = scratch[0];
-#pragma unroll
-  for (int w = 1; w < kMergeWarps; w++) x = op(x, scratch[w]);
-  return x;
-}
 
 // A token's items: [*first, *first + *count); false when there is nothing to merge (the attention
 // kernel finalized the token itself).
@@ -118,13 +105,13 @@ __global__ void __launch_bounds__(kMergeThreads) split_merge_kernel(const split_
     float2 x = ml[(int64_t)s * P.num_heads];
     if (partial_has_keys(x.y)) m = fmaxf(m, x.x);
   }
-  m = merge_block_reduce(m, scratch, [](float a, float b) { return fmaxf(a, b); });
+  m = block_reduce<kMergeThreads>(m, scratch, [](float a, float b) { return fmaxf(a, b); });
   float l = 0.0f;
   for (int s = tid; s < count; s += kMergeThreads) {
     float2 x = ml[(int64_t)s * P.num_heads];
     if (partial_has_keys(x.y)) l += x.y * softmax_rescale(x.x, m);
   }
-  l = merge_block_reduce(l, scratch, [](float a, float b) { return a + b; });
+  l = block_reduce<kMergeThreads>(l, scratch, [](float a, float b) { return a + b; });
 
   // Rows of empty splits are loaded too (they lie inside the workspace, unwritten) and then not
   // added: no load waits on the split's weight.

@@ -34,6 +34,7 @@
 #include <cuda_runtime.h>
 
 #include "../common/attention_rules.cuh"
+#include "../common/block_scan.cuh"
 #include "../common/chained_launch.cuh"
 #include "../common/kv_tile_loader.cuh"
 #include "../common/numeric.cuh"
@@ -899,38 +900,31 @@ __device__ __forceinline__ prefill_unit_setup prefill_unit_prologue(
                                           token * P.q_row_stride + (int64_t)head * head_size + c);
     return true;
   };
+  // 8-bit caches: the per-channel k_scale, and the power of two 2^-shift of the unit's largest
+  // element (the score scale takes 2^shift back)
+  const float *k_scale = nullptr;
+  float down = 1.0f;
   if constexpr (sizeof(C) == 1) {
     __shared__ float warp_q_max[kThreads / 32];
-    const float *k_scale =
-        P.k_quant == PA_QUANT_PER_CHANNEL ? P.k_scale + (int64_t)kv_head * head_size : nullptr;
+    if (P.k_quant == PA_QUANT_PER_CHANNEL) k_scale = P.k_scale + (int64_t)kv_head * head_size;
     float q_max = 0.0f;
     for (int i = tid; i < kRows * vecs_per_row; i += kThreads) {
       uint4 v;
       if (q_chunk(i, &v)) q_max = fmaxf(q_max, q_chunk_max<T>(v, k_scale, (i % vecs_per_row) * 8));
     }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2)
-      q_max = fmaxf(q_max, __shfl_xor_sync(0xffffffffu, q_max, offset));
-    if (lane == 0) warp_q_max[tid / 32] = q_max;
-    __syncthreads();
-#pragma unroll
-    for (int w = 0; w < kThreads / 32; w++) q_max = fmaxf(q_max, warp_q_max[w]);
+    q_max = block_reduce<kThreads>(q_max, warp_q_max, [](float a, float b) { return fmaxf(a, b); });
     const int shift = fp16_q_shift(q_max);
-    const float down = ldexpf(1.0f, -shift);
+    down = ldexpf(1.0f, -shift);
     qk_scale *= ldexpf(1.0f, shift);
-    for (int i = tid; i < kRows * vecs_per_row; i += kThreads) {
-      uint4 v = make_uint4(0, 0, 0, 0);
-      const int c = (i % vecs_per_row) * 8;
-      if (q_chunk(i, &v)) v = q_chunk_to_half<T>(v, k_scale, c, down);
-      warp_fragments<M, C>::store_q(q_smem + (i / vecs_per_row) * q_stride, c, v);
+  }
+  for (int i = tid; i < kRows * vecs_per_row; i += kThreads) {
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (q_chunk(i, &v)) {
+      if constexpr (sizeof(C) == 1)
+        v = q_chunk_to_half<T>(v, k_scale, (i % vecs_per_row) * 8, down);
     }
-  } else {
-    for (int i = tid; i < kRows * vecs_per_row; i += kThreads) {
-      uint4 v = make_uint4(0, 0, 0, 0);
-      q_chunk(i, &v);
-      warp_fragments<M, C>::store_q(q_smem + (i / vecs_per_row) * q_stride,
-                                    (i % vecs_per_row) * 8, v);
-    }
+    warp_fragments<M, C>::store_q(q_smem + (i / vecs_per_row) * q_stride, (i % vecs_per_row) * 8,
+                                  v);
   }
 
   // Each row's admitted keys, and their union: the keys this unit visits.
