@@ -387,6 +387,27 @@ __device__ __forceinline__ void prefill_p_fragment(const float (&score)[kNTiles]
   p[3] = pack_t2<T>(score[2 * g + 1][2], score[2 * g + 1][3]);
 }
 
+// A 4 x 4 transpose of 32-bit words across the 4 lanes of a row (lane_in_row q holds words
+// w[j] = a[q][j]): returns a[0][q], a[1][q], a[2][q], a[3][q]. Two exchanges, across bit 1 of q
+// (the columns of q's half kept, the other half's sent) and then across bit 0. Every lane of
+// the warp must call it.
+__device__ __forceinline__ uint4 quad_transpose_words(uint32_t w0, uint32_t w1, uint32_t w2,
+                                                      uint32_t w3, int lane_in_row) {
+  const bool high = lane_in_row & 2, odd = lane_in_row & 1;
+  // after the first exchange: a[q][2 hi], a[q][2 hi + 1], a[q ^ 2][2 hi], a[q ^ 2][2 hi + 1]
+  const uint32_t c0 = high ? w2 : w0, c1 = high ? w3 : w1;
+  const uint32_t c2 = __shfl_xor_sync(0xffffffffu, high ? w0 : w2, 2);
+  const uint32_t c3 = __shfl_xor_sync(0xffffffffu, high ? w1 : w3, 2);
+  // column q kept (rows q, q ^ 2), the partner's column q received (rows q ^ 1, q ^ 3)
+  const uint32_t own = odd ? c1 : c0, own2 = odd ? c3 : c2;
+  const uint32_t got = __shfl_xor_sync(0xffffffffu, odd ? c0 : c1, 1);
+  const uint32_t got2 = __shfl_xor_sync(0xffffffffu, odd ? c2 : c3, 1);
+  // rows in order: (q, q ^ 1) is (even, odd) or (odd, even); q ^ 2 the other pair
+  const uint32_t x0 = odd ? got : own, x1 = odd ? own : got;
+  const uint32_t y0 = odd ? got2 : own2, y1 = odd ? own2 : got2;
+  return high ? make_uint4(y0, y1, x0, x1) : make_uint4(x0, x1, y0, y1);
+}
+
 // Finalizes (or writes as partials) an m16 tile of rows row0 .. row0 + 15 of the block straight
 // from the accumulators, each thread its rows' pairs of adjacent channels. C: the cache type (its
 // v_scale); Fragments: the type whose V fragments the accumulators follow (prefill_out_channel; T
@@ -401,24 +422,31 @@ __device__ __forceinline__ void prefill_store_m16(const prefill_params &P,
                                                   int split, int32_t splits, int lane) {
   const int head_size = P.kv.head_size;
   const int group_id = lane / 4, col = (lane % 4) * 2;
+  // the packed path's 16-byte stores: the output's rows start 16-byte aligned (head sizes are
+  // multiples of 8; the output itself need only be 4-byte aligned, doc/api.md)
+  const bool quad_vector_stores =
+      (reinterpret_cast<uintptr_t>(P.output) & 15u) == 0 && P.v_head_size % 8 == 0;
 #pragma unroll
   for (int h = 0; h < 2; h++) {
     float l = row_sum[h];
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
     const int r = row0 + group_id + 8 * h;
-    if (r >= R.valid_rows) continue;
+    const bool row_exists = r < R.valid_rows;  // the same for the 4 lanes of a row
     const int64_t token = R.first_token + prefill_row_token(P, r);
     const int head = R.first_head + prefill_row_head(P, r);
-    const prefill_row_state row = prefill_row_state_of<T>(P, head, splits, row_max[h], l);
-    if (kPackRows && sizeof(Fragments) == 2 && splits == 1) {
+    if (kPackRows && sizeof(Fragments) == 2 && splits == 1) {  // (uniform)
       // The row is final and its pairs are channels 8 n + col: every pair is packed before any
       // is stored, so no store waits for the registers of the one before (ncu, nineteenth
       // measurement: the per-pair path reused them, and made its branches per pair). The wgmma
       // kernel's choice: in the mma.sync kernel at 128 channels the packed row took registers
       // its tile loop then spilled (sm_80: 52 bytes of spill stores against 24), not measurable
-      // on the H200, where that kernel serves head sizes up to 64 only.
-      if (P.split_counts && split == 0 && col == 0) P.split_counts[token] = 1;
+      // on the H200, where that kernel serves head sizes up to 64 only. Every lane of the warp
+      // comes here (the rows' quads exchange pairs below), rows past valid_rows storing nothing.
+      const prefill_row_state row = row_exists
+                                        ? prefill_row_state_of<T>(P, head, splits, row_max[h], l)
+                                        : prefill_row_state{0.0f, 1.0f, 0.0f};
+      if (row_exists && P.split_counts && split == 0 && col == 0) P.split_counts[token] = 1;
       T *out = reinterpret_cast<T *>(P.output) + (token * P.num_heads + head) * P.v_head_size;
       uint32_t packed[kOutTiles];
 #pragma unroll
@@ -426,12 +454,30 @@ __device__ __forceinline__ void prefill_store_m16(const prefill_params &P,
         packed[n] = prefill_final_pair<T, C>(P, kv_head, 8 * n + col, row, out_acc[n][2 * h],
                                              out_acc[n][2 * h + 1]);
       const bool every_channel = head_size >= 8 * kOutTiles;
+      if (quad_vector_stores) {
+        // each lane stores whole n-tiles (16 bytes: 4 store instructions per 16 n-tiles instead
+        // of 16, and 64 contiguous bytes per row and warp instruction instead of 16)
+        static_assert(kOutTiles % 4 == 0, "n-tiles in quads");
+        const int lane_in_row = lane % 4;
+#pragma unroll
+        for (int g = 0; g < kOutTiles / 4; g++) {
+          const int n = 4 * g + lane_in_row;
+          const uint4 v = quad_transpose_words(packed[4 * g], packed[4 * g + 1], packed[4 * g + 2],
+                                               packed[4 * g + 3], lane_in_row);
+          if (row_exists && (every_channel || 8 * n < head_size))
+            *reinterpret_cast<uint4 *>(out + 8 * n) = v;
+        }
+        continue;
+      }
+      if (!row_exists) continue;
 #pragma unroll
       for (int n = 0; n < kOutTiles; n++)
         if (every_channel || 8 * n + col < head_size)
           *reinterpret_cast<uint32_t *>(out + 8 * n + col) = packed[n];
       continue;
     }
+    if (!row_exists) continue;
+    const prefill_row_state row = prefill_row_state_of<T>(P, head, splits, row_max[h], l);
     for_each_out_pair<Fragments>(out_acc, h, col, [&](int c, float o0, float o1) {
       if (c < head_size)
         prefill_store_pair<T, C>(P, token, head, kv_head, split, splits, c, row, o0, o1);
