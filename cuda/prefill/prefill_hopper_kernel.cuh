@@ -759,9 +759,14 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P,
     };
     // A landed tile's scores (keys from key0) into P for P V: the score transform, the masks
     // unless the tile is loaded whole and inside every row's range, the online-softmax step.
+    // The score scale: with turns (128 channels) held in a register for the unit, not read from
+    // the unit slot at every tile, where a shared load under the tiles' traffic sat at the head
+    // of each softmax (at 256 channels the register would spill)
+    const float held_qk_scale = kPingPong ? U->qk_scale : 0.0f;
     auto scores_to_p = [&](int32_t key0, const uint32_t (&mapped)[kKeys / 32],
                            float (&score)[1][kKeys / 8][4], uint32_t (&p_frag)[kKeySteps][4]) {
-      const float score_scale = softmax_step_scores(score, U->qk_scale, P.softcap);
+      const float score_scale =
+          softmax_step_scores(score, kPingPong ? held_qk_scale : U->qk_scale, P.softcap);
       uint32_t all_mapped = 0xffffffffu;
 #pragma unroll
       for (int i = 0; i < kKeys / 32; i++) all_mapped &= mapped[i];
@@ -783,10 +788,9 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P,
       uint32_t p_frag[kKeySteps][4];
       uint32_t mapped[kKeys / 32] = {};
       auto block = [&](auto values, auto scores) {  // std::bool_constant: no run-time branch
-        if constexpr (decltype(scores)::value) {  // the next tile's K landed; its loaded keys
+        if constexpr (decltype(scores)::value) {  // the next tile's K landed
           mbarrier_wait(S.k_full(tile_pos.slot), tile_pos.phase);
           __syncwarp();
-          hopper_loaded_keys(S, tile_pos.slot, lane, mapped);
         }
         if constexpr (decltype(values)::value && G::kSplitStages) {  // the previous tile's V landed
           mbarrier_wait(S.v_full(pv_pos.slot), pv_pos.phase);
@@ -805,6 +809,9 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P,
                 shared_address(S.k_tile(tile_pos.slot)));
           wgmma_commit();
           named_barrier_arrive(other_turn, 2 * kHopperWarpgroupThreads);
+          // the tile's loaded keys (for its softmax), read while the GEMMs run, and before the
+          // reading lane frees the stage's K below
+          if constexpr (decltype(scores)::value) hopper_loaded_keys(S, tile_pos.slot, lane, mapped);
           wgmma_wait<0>();
           wgmma_fence_operands(out_acc);
           wgmma_fence_operands(p_frag);
