@@ -267,6 +267,19 @@ __device__ __forceinline__ uint32_t prefill_final_pair(const prefill_params &P, 
                     finalize_channel(o1, row.l, row.factor, s1));
 }
 
+// Stores a packed channel pair of the output at dst (an even channel of a row): one 4-byte store,
+// or two 2-byte ones where the output itself is only 2-byte aligned (doc/api.md asks the output
+// for its element's alignment only; rows are 16-byte multiples, head sizes being multiples of 8).
+template <typename T>
+__device__ __forceinline__ void store_output_pair(const prefill_params &P, T *dst, uint32_t pair) {
+  if ((reinterpret_cast<uintptr_t>(P.output) & 3u) == 0) {
+    *reinterpret_cast<uint32_t *>(dst) = pair;
+  } else {
+    reinterpret_cast<uint16_t *>(dst)[0] = (uint16_t)pair;
+    reinterpret_cast<uint16_t *>(dst)[1] = (uint16_t)(pair >> 16);
+  }
+}
+
 // Finalizes a row's channel pair (c, c + 1) (one split) or writes it as a partial state.
 template <typename T, typename C>
 __device__ __forceinline__ void prefill_store_pair(const prefill_params &P, int64_t token, int head,
@@ -279,7 +292,7 @@ __device__ __forceinline__ void prefill_store_pair(const prefill_params &P, int6
   if (P.split_counts && split == 0 && c == 0) P.split_counts[token] = splits;
   if (splits == 1) {
     T *out = reinterpret_cast<T *>(P.output) + (token * P.num_heads + head) * out_size;
-    *reinterpret_cast<uint32_t *>(out + c) = prefill_final_pair<T, C>(P, kv_head, c, row, o0, o1);
+    store_output_pair(P, out + c, prefill_final_pair<T, C>(P, kv_head, c, row, o0, o1));
   } else {
     const int64_t item = token * P.num_split_slots + split;
     *reinterpret_cast<float2 *>(P.partial_out + (item * P.num_heads + head) * out_size + c) =
@@ -423,7 +436,7 @@ __device__ __forceinline__ void prefill_store_m16(const prefill_params &P,
   const int head_size = P.kv.head_size;
   const int group_id = lane / 4, col = (lane % 4) * 2;
   // the packed path's 16-byte stores: the output's rows start 16-byte aligned (head sizes are
-  // multiples of 8; the output itself need only be 4-byte aligned, doc/api.md)
+  // multiples of 8; the output itself need only be 2-byte aligned, doc/api.md)
   const bool quad_vector_stores =
       (reinterpret_cast<uintptr_t>(P.output) & 15u) == 0 && P.v_head_size % 8 == 0;
 #pragma unroll
@@ -473,7 +486,7 @@ __device__ __forceinline__ void prefill_store_m16(const prefill_params &P,
 #pragma unroll
       for (int n = 0; n < kOutTiles; n++)
         if (every_channel || 8 * n + col < head_size)
-          *reinterpret_cast<uint32_t *>(out + 8 * n + col) = packed[n];
+          store_output_pair(P, out + 8 * n + col, packed[n]);
       continue;
     }
     if (!row_exists) continue;

@@ -183,6 +183,7 @@ typedef struct fixture {
   void *h_in[PA_NUM_INPUTS], *d_in[PA_NUM_INPUTS];
   void *d_staged[PA_NUM_INPUTS]; /* inputs_by_kernel: where upload puts the inputs, or NULL */
   void *h_out[PA_NUM_OUTPUTS], *d_out[PA_NUM_OUTPUTS]; /* output and output_qk; caches alias */
+  void *d_out_allocation;                               /* output 0's, before its offset */
   void *gpu_out[PA_NUM_OUTPUTS];                       /* the GPU's results, downloaded */
   void *cache_start[2], *gpu_cache[2];                 /* key, value: at step start; GPU's after */
   unsigned char *written;                              /* per slot: written in this step */
@@ -581,8 +582,9 @@ static void fixture_free(fixture *f) {
   for (int i = 0; i < PA_NUM_OUTPUTS; i++) {
     free(f->h_out[i]);
     free(f->gpu_out[i]);
-    if (i == PA_OUT_OUTPUT || i == PA_OUT_QK) cudaFree(f->d_out[i]);
+    if (i == PA_OUT_QK) cudaFree(f->d_out[i]);
   }
+  cudaFree(f->d_out_allocation);
   for (int kv = 0; kv < 2; kv++) {
     free(f->cache_start[kv]);
     free(f->gpu_cache[kv]);
@@ -688,6 +690,13 @@ static int fixture_init_device(fixture *f) {
       continue;
     }
     size_t bytes = f->out_bytes[i] ? f->out_bytes[i] : 16;
+    if (i == PA_OUT_OUTPUT) {
+      const size_t offset = (size_t)f->c.output_offset_bytes;
+      if (!cuda_ok(f, cudaMalloc(&f->d_out_allocation, bytes + offset), "outputs"))
+        return GPU_FAIL;
+      f->d_out[i] = (char *)f->d_out_allocation + offset;
+      continue;
+    }
     if (!cuda_ok(f, cudaMalloc(&f->d_out[i], bytes), "outputs")) return GPU_FAIL;
   }
   f->workspace_bytes = pa_plan_workspace_size(f->plan);

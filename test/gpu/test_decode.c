@@ -331,6 +331,19 @@ int main(void) {
     gpu_matrix_add(&all, run(&written, axes, NUM(axes)));
   }
 
+  /* an output that starts 2 bytes into its allocation (doc/api.md asks the output for its
+   * element's alignment only), with one and several tokens per sequence */
+  gpu_case offset = gpu_case_default("decode_output_offset");
+  offset.num_heads = 8;
+  offset.kv_num_heads = 2;
+  offset.batch_size = 4;
+  offset.max_past_len = 300;
+  offset.output_offset_bytes = 2;
+  {
+    const gpu_axis axes[] = {GPU_AXIS(max_q_len, 1, 3), GPU_AXIS(head_size, 64, 128)};
+    gpu_matrix_add(&all, run(&offset, axes, NUM(axes)));
+  }
+
   /* CUDA graph: captured once, replayed while the KV lengths grow */
   gpu_case graph = gpu_case_default("decode_graph");
   graph.num_heads = 16;

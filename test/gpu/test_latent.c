@@ -162,6 +162,19 @@ static void matrix(gpu_matrix_result *all, int quick) {
     RUN_QUICK_OR_FULL(*all, written, q, f);
   }
 
+  /* an output that starts 2 or 4 bytes into its allocation (doc/api.md asks the output for its
+   * element's alignment only): the row stores of the narrow (16 heads), half-stage (32) and
+   * whole-tile (128) kernels, and of the mma.sync kernel for 8-bit caches */
+  gpu_case offset = deepseek("latent_output_offset");
+  offset.batch_size = 3;
+  offset.max_past_len = 150;
+  {
+    const gpu_axis q[] = {GPU_AXIS(output_offset_bytes, 2), GPU_AXIS(num_heads, 16, 128)};
+    const gpu_axis f[] = {GPU_AXIS(output_offset_bytes, 2, 4), GPU_AXIS(num_heads, 16, 32, 128),
+                          GPU_AXIS(cache_dtype, 0, PA_DTYPE_INT8), GPU_AXIS(max_q_len, 1, 2)};
+    RUN_QUICK_OR_FULL(*all, offset, q, f);
+  }
+
   /* block sizes 16..256 (a 64-key tile spans four 16-key pages); shuffled, partly unmapped (-1,
    * large negatives, >= num_blocks, INT32_MAX) and shared-prefix block tables; 16 heads of one
    * token (the narrow wgmma kernel's panels on Hopper, the 32-row tile's 32-key steps on

@@ -391,6 +391,23 @@ static void matrix(gpu_matrix_result *all, int quick) {
     RUN_QUICK_OR_FULL(*all, front, q, f);
   }
 
+  /* an output that starts 2 or 4 bytes into its allocation (a view of a larger buffer: doc/api.md
+   * asks the output for its element's alignment only), at head sizes 64 (the mma.sync kernel on
+   * Hopper) and 128 (the wgmma kernel's 16-byte row stores fall back): every row stored, nothing
+   * past it (the harness compares the whole output) */
+  gpu_case offset = gpu_case_default("prefill_output_offset");
+  offset.num_heads = 8;
+  offset.kv_num_heads = 2;
+  offset.batch_size = 3;
+  offset.max_q_len = 40;
+  offset.max_past_len = 100;
+  {
+    const gpu_axis q[] = {GPU_AXIS(output_offset_bytes, 2, 4), GPU_AXIS(head_size, 64, 128)};
+    const gpu_axis f[] = {GPU_AXIS(output_offset_bytes, 2, 4), GPU_AXIS(head_size, 64, 128, 256),
+                          GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16)};
+    RUN_QUICK_OR_FULL(*all, offset, q, f);
+  }
+
   /* shared prefix blocks: every sequence's leading table entries are sequence 0's (already
    * cached), the new chunks go to private blocks; eager and graph replay */
   gpu_case shared = gpu_case_default("prefill_shared_prefix");

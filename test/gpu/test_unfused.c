@@ -129,6 +129,16 @@ static void matrix(gpu_matrix_result *all, int quick) {
     RUN(*all, write, axes, GPU_MODE_EAGER, 0);
   }
 
+  /* an output that starts 2 bytes into its allocation (doc/api.md asks the output for its
+   * element's alignment only) */
+  write.name = "unfused_output_offset";
+  write.slots = GPU_SLOTS_NONE;
+  write.output_offset_bytes = 2;
+  {
+    gpu_axis axes[] = {GPU_AXIS(packed, 0, 1)};
+    RUN(*all, write, axes, GPU_MODE_EAGER, 0);
+  }
+
   /* every cache type and quantization mode, K and V independent */
   gpu_case quant = gpu_case_default("unfused_quant");
   quant.num_heads = 8;
