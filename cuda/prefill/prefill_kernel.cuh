@@ -103,10 +103,13 @@ __device__ __forceinline__ void zero_rows_of_no_sequence(const prefill_params &P
   const int64_t covered =
       min((int64_t)load_step_input<kBeforeWait>(P.cu_seqlens + P.batch_size), P.token_count);
   const int64_t first = max((int64_t)0, covered);
-  const int64_t words = (P.token_count - first) * out_row_elems * t_bytes / 4;
-  uint32_t *out = reinterpret_cast<uint32_t *>(reinterpret_cast<char *>(P.output) +
-                                               first * out_row_elems * t_bytes);
-  for (int64_t i = thread; i < words; i += threads) out[i] = 0u;
+  const int64_t bytes = (P.token_count - first) * out_row_elems * t_bytes;
+  char *rows = reinterpret_cast<char *>(P.output) + first * out_row_elems * t_bytes;
+  if ((reinterpret_cast<uintptr_t>(P.output) & 3u) == 0) {  // rows are 16-byte multiples
+    for (int64_t i = thread; i < bytes / 4; i += threads) reinterpret_cast<uint32_t *>(rows)[i] = 0u;
+  } else {  // an output aligned to its 2-byte element only (doc/api.md)
+    for (int64_t i = thread; i < bytes / 2; i += threads) reinterpret_cast<uint16_t *>(rows)[i] = 0u;
+  }
   if (P.split_counts)
     for (int64_t t = first + thread; t < P.token_count; t += threads) P.split_counts[t] = 0;
 }

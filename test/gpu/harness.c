@@ -738,6 +738,13 @@ static int upload(fixture *f, int step) {
         !cuda_ok(f, cudaMemsetAsync(f->d_out[i], 0xff, f->out_bytes[i], f->stream),
                  "poison outputs"))
       return 0;
+  /* the bytes before an offset output too: download checks that nothing wrote them */
+  if (f->c.output_offset_bytes &&
+      !cuda_ok(f,
+               cudaMemsetAsync(f->d_out_allocation, 0xff, (size_t)f->c.output_offset_bytes,
+                               f->stream),
+               "poison the bytes before the output"))
+    return 0;
   return 1;
 }
 
@@ -752,7 +759,20 @@ static int download(fixture *f) {
             "download"))
       return 0;
   }
-  return cuda_ok(f, cudaStreamSynchronize(f->stream), "stream synchronize");
+  if (!cuda_ok(f, cudaStreamSynchronize(f->stream), "stream synchronize")) return 0;
+  if (f->c.output_offset_bytes) {
+    unsigned char before[16];
+    const int n = f->c.output_offset_bytes;
+    if (!cuda_ok(f, cudaMemcpy(before, f->d_out_allocation, (size_t)n, cudaMemcpyDeviceToHost),
+                 "download the bytes before the output"))
+      return 0;
+    for (int i = 0; i < n; i++)
+      if (before[i] != 0xff) {
+        fail(f, -1, "output: byte %d before its start was written (0x%02x)", i - n, before[i]);
+        return 0;
+      }
+  }
+  return 1;
 }
 
 /* The reference step into the host outputs and caches; write_only: its write path alone. */

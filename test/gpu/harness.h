@@ -164,9 +164,10 @@ typedef struct gpu_case {
                                       kernel reads before its chained wait was then written by a
                                       kernel two launches back */
   int32_t output_offset_bytes;     /* output 0 starts this many bytes (a multiple of the element
-                                      size) into its allocation: 2 or 4 for an output aligned to
-                                      less than the 16 bytes cudaMalloc gives (doc/api.md asks only
-                                      the element's alignment of it) */
+                                      size, at most 16) into its allocation: 2 or 4 for an output
+                                      aligned to less than the 16 bytes cudaMalloc gives (doc/api.md
+                                      asks only the element's alignment of it); the bytes before it
+                                      are poisoned and checked untouched */
 } gpu_case;
 
 /* A sane starting point: name, 32/8 heads, d128, fp16, block 16, batch 3, max_q_len 1,

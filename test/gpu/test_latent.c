@@ -168,8 +168,11 @@ static void matrix(gpu_matrix_result *all, int quick) {
   gpu_case offset = deepseek("latent_output_offset");
   offset.batch_size = 3;
   offset.max_past_len = 150;
+  offset.scale = 0; /* 1/sqrt(576): the scale the 8-bit matrix runs at (above) */
+  offset.extra_tokens = 3; /* rows of no sequence: zeroed by the schedule or the kernels */
   {
-    const gpu_axis q[] = {GPU_AXIS(output_offset_bytes, 2), GPU_AXIS(num_heads, 16, 128)};
+    const gpu_axis q[] = {GPU_AXIS(output_offset_bytes, 2), GPU_AXIS(num_heads, 16, 128),
+                          GPU_AXIS(max_q_len, 1)};
     const gpu_axis f[] = {GPU_AXIS(output_offset_bytes, 2, 4), GPU_AXIS(num_heads, 16, 32, 128),
                           GPU_AXIS(cache_dtype, 0, PA_DTYPE_INT8), GPU_AXIS(max_q_len, 1, 2)};
     RUN_QUICK_OR_FULL(*all, offset, q, f);

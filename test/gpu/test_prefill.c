@@ -401,6 +401,7 @@ static void matrix(gpu_matrix_result *all, int quick) {
   offset.batch_size = 3;
   offset.max_q_len = 40;
   offset.max_past_len = 100;
+  offset.extra_tokens = 3; /* rows of no sequence: zeroed by the schedule kernel */
   {
     const gpu_axis q[] = {GPU_AXIS(output_offset_bytes, 2, 4), GPU_AXIS(head_size, 64, 128)};
     const gpu_axis f[] = {GPU_AXIS(output_offset_bytes, 2, 4), GPU_AXIS(head_size, 64, 128, 256),
