@@ -85,9 +85,11 @@ static void matrix(gpu_matrix_result *all, int quick) {
   heads.max_q_len = quick ? 40 : 70;
   heads.max_past_len = quick ? 100 : 300;
   {
-    const gpu_axis q[] = {GPU_AXIS(head_size, 48, 128, 256),
+    /* 160 and 192: the 256-channel Hopper kernel with a last 64-channel panel wholly past the
+     * head (and, at 160, one partly past it) */
+    const gpu_axis q[] = {GPU_AXIS(head_size, 48, 128, 160, 256),
                           GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16)};
-    const gpu_axis f[] = {GPU_AXIS(head_size, 48, 64, 96, 112, 128, 256),
+    const gpu_axis f[] = {GPU_AXIS(head_size, 48, 64, 96, 112, 128, 160, 192, 256),
                           GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16),
                           GPU_AXIS(block_size, 16, 64)};
     RUN_QUICK_OR_FULL(*all, heads, q, f);
