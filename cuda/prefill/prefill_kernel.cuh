@@ -93,6 +93,13 @@ struct prefill_params {
   bool units_by_index;
 };
 
+// Whether the output starts at a multiple of `bytes`: doc/api.md asks it for its element's alignment
+// only, and its rows are 16-byte multiples (head sizes being multiples of 8), so a row's channel
+// 8 n is as aligned as the output itself. The stores wider than an element ask this first.
+__device__ __forceinline__ bool output_aligned(const prefill_params &P, uintptr_t bytes) {
+  return reinterpret_cast<uintptr_t>(P.output) % bytes == 0;
+}
+
 // Zeroes the output rows of the tokens past the last sequence (no unit covers them) and marks
 // them unsplit for the merge: this thread's share, `thread` of `threads`. The schedule kernel
 // does it, or the LATENT Hopper kernels where they run without it (prefill_params::units_by_index).
@@ -105,9 +112,9 @@ __device__ __forceinline__ void zero_rows_of_no_sequence(const prefill_params &P
   const int64_t first = max((int64_t)0, covered);
   const int64_t bytes = (P.token_count - first) * out_row_elems * t_bytes;
   char *rows = reinterpret_cast<char *>(P.output) + first * out_row_elems * t_bytes;
-  if ((reinterpret_cast<uintptr_t>(P.output) & 3u) == 0) {  // rows are 16-byte multiples
+  if (output_aligned(P, 4)) {
     for (int64_t i = thread; i < bytes / 4; i += threads) reinterpret_cast<uint32_t *>(rows)[i] = 0u;
-  } else {  // an output aligned to its 2-byte element only (doc/api.md)
+  } else {
     for (int64_t i = thread; i < bytes / 2; i += threads) reinterpret_cast<uint16_t *>(rows)[i] = 0u;
   }
   if (P.split_counts)
@@ -271,11 +278,10 @@ __device__ __forceinline__ uint32_t prefill_final_pair(const prefill_params &P, 
 }
 
 // Stores a packed channel pair of the output at dst (an even channel of a row): one 4-byte store,
-// or two 2-byte ones where the output itself is only 2-byte aligned (doc/api.md asks the output
-// for its element's alignment only; rows are 16-byte multiples, head sizes being multiples of 8).
+// or two 2-byte ones where the output is only 2-byte aligned.
 template <typename T>
 __device__ __forceinline__ void store_output_pair(const prefill_params &P, T *dst, uint32_t pair) {
-  if ((reinterpret_cast<uintptr_t>(P.output) & 3u) == 0) {
+  if (output_aligned(P, 4)) {
     *reinterpret_cast<uint32_t *>(dst) = pair;
   } else {
     reinterpret_cast<uint16_t *>(dst)[0] = (uint16_t)pair;
@@ -438,10 +444,7 @@ __device__ __forceinline__ void prefill_store_m16(const prefill_params &P,
                                                   int split, int32_t splits, int lane) {
   const int head_size = P.kv.head_size;
   const int group_id = lane / 4, col = (lane % 4) * 2;
-  // the packed path's 16-byte stores: the output's rows start 16-byte aligned (head sizes are
-  // multiples of 8; the output itself need only be 2-byte aligned, doc/api.md)
-  const bool quad_vector_stores =
-      (reinterpret_cast<uintptr_t>(P.output) & 15u) == 0 && P.v_head_size % 8 == 0;
+  const bool quad_vector_stores = output_aligned(P, 16);  // the packed path's 16-byte stores
 #pragma unroll
   for (int h = 0; h < 2; h++) {
     float l = row_sum[h];
