@@ -1,8 +1,8 @@
 // The bulk-copy engine (TMA, compute capability 9.0 and newer) for contiguous runs: global ->
 // shared memory, completion counted in bytes on an mbarrier, and shared memory -> global, tracked
 // as bulk groups of the issuing thread. Addresses are 16-byte aligned, sizes multiples of 16.
-// Also its tensor form: a box of a cache page through a tensor map (kv_page_maps), 128-byte
-// swizzled on the way as wgmma.cuh's tiles are.
+// Also its tensor form: a box of a cache page through a tensor map (kv_page_maps), or of a row
+// block's Q (q_box_load), 128-byte swizzled on the way as wgmma.cuh's tiles are.
 // Only kernels the host launches on sm_90 and newer call these (the plan runs a cubin for the
 // device's own major version, so such a kernel is compiled for sm_90+).
 #pragma once
@@ -24,6 +24,7 @@ namespace detail {
 // head_size land as zeros.
 struct kv_page_maps {
   CUtensorMap k, v;
+  CUtensorMap q;  // LATENT's Hopper kernels: the call's Q (encode_q_map), boxes of a row block
 };
 constexpr int kPageBoxChannels = 64;  // 128 bytes: the widest box a 128-byte swizzle takes
 constexpr int kPageBoxRows = 16;      // the smallest page
@@ -73,6 +74,18 @@ __device__ __forceinline__ void page_box_load(void *dst_shared, const CUtensorMa
       "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
       " [%0], [%1, {%3, %4, %5, %6}], [%2];" ::"r"(shared_address(dst_shared)),
       "l"(map), "r"(shared_address(barrier)), "r"(channel), "r"(head), "r"(page_row), "r"(block)
+      : "memory");
+}
+
+// Box (channel, head, token) of a query map (encode_q_map: 64 channels x heads_per_block heads x
+// tokens_per_block tokens of the call's Q, 128-byte swizzled, rows token-major as a row block's)
+// -> shared memory at dst (1024-byte aligned), the box's bytes counted on `barrier`.
+__device__ __forceinline__ void q_box_load(void *dst_shared, const CUtensorMap *map,
+                                           uint64_t *barrier, int channel, int head, int token) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4, %5}], [%2];" ::"r"(shared_address(dst_shared)),
+      "l"(map), "r"(shared_address(barrier)), "r"(channel), "r"(head), "r"(token)
       : "memory");
 }
 

@@ -50,7 +50,22 @@ __host__ __device__ constexpr uint64_t wgmma_descriptor(uint32_t shared_addr, ui
          (uint64_t)((sbo & 0x3FFFFu) >> 4) << 32 | (uint64_t)1 << 62;
 }
 
+// A descriptor plus an offset (>> 4) inside its shared memory window, added to the low word only:
+// the start address field is bits 0-13 and a shared address + offset stays below 2^18, so nothing
+// carries out of that word (a 64-bit add took two instructions per descriptor, and its carry kept
+// the descriptors off the uniform registers)
+__host__ __device__ constexpr uint64_t wgmma_descriptor_plus(uint64_t desc, uint32_t offset) {
+  return (desc & 0xFFFFFFFF00000000ull) | (uint32_t)((uint32_t)desc + offset);
+}
+
 #if PA_SM90A
+
+// A value every lane of the warp holds, as the compiler can tell (lane 0's, broadcast): the
+// descriptors computed from it then live in uniform registers, and each wgmma issues without
+// moving its descriptor there first (R2UR)
+__device__ __forceinline__ uint32_t warp_uniform(uint32_t v) {
+  return __shfl_sync(0xffffffffu, v, 0);
+}
 
 // Before the first wgmma of a batch whose accumulators or A registers other instructions wrote.
 __device__ __forceinline__ void wgmma_fence() {

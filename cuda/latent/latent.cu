@@ -39,6 +39,7 @@ struct latent_variant {
   // at about four units per CTA (the 32-row mma.sync tile)
   bool balanced_splits;
   bool page_boxes;  // loads whole page runs through kv_page_maps, encoded for each call
+  bool q_boxes;     // loads each unit's Q as boxes of kv_page_maps::q (latent_hopper_produce)
   // merges up to kLatentNarrowMergeSplits split slots itself (prefill_params::merge_arrivals)
   bool merges_few_splits;
   // takes every unit by its CTA's index where they fit the grid (prefill_params::units_by_index):
@@ -58,6 +59,7 @@ cudaError_t launch_without_maps(const prefill_params &P, const kv_page_maps &, d
 
 struct latent_state : row_block_launch {
   latent_variant variant;
+  row_geometry geometry;  // the row blocks of the Q boxes (page-box kernels)
   // the kernel merges the splits (variant.merges_few_splits and 2..kLatentNarrowMergeSplits
   // slots); its arrival counters are pa_plan::arrivals_region, zeroed by the write kernel
   bool merge_in_kernel;
@@ -111,22 +113,22 @@ bool variant_for(const pa__problem *p, const pa_device_caps *caps, latent_varian
     if constexpr (sizeof(C) == 2) {
       if (wgmma && rows == kLatentNarrowRows)
         *v = {"wgmma narrow", kLatentNarrowThreads,
-              latent_narrow_geometry<kLatentNarrowRows>::kSmemBytes, true, false, true, true,
+              latent_narrow_geometry<kLatentNarrowRows>::kSmemBytes, true, false, true, true, true,
               latent_narrow_set_smem<T, kLatentNarrowRows>,
               latent_narrow_launch<T, kLatentNarrowRows>};
       else if (wgmma && sequence_rows(p) > kLatentHopperRows / 2)
         *v = {"wgmma whole", kLatentHopperThreads, latent_whole_geometry::kSmemBytes, true, true,
-              false, true, latent_whole_set_smem<T>, latent_whole_launch<T>};
+              true, false, true, latent_whole_set_smem<T>, latent_whole_launch<T>};
       else if (wgmma)
-        *v = {"wgmma", kLatentHopperThreads, latent_hopper_geometry::kSmemBytes, true, true,
+        *v = {"wgmma", kLatentHopperThreads, latent_hopper_geometry::kSmemBytes, true, true, true,
               false, false, latent_hopper_set_smem<T>, latent_hopper_launch<T>};
       if (wgmma) return;
     }
     if (rows == 32)
-      *v = {"mma.sync", kLatentThreads, smem_bytes, false, false, false, false,
+      *v = {"mma.sync", kLatentThreads, smem_bytes, false, false, false, false, false,
             latent_set_smem<T, C, 32>, launch_without_maps<latent_launch<T, C, 32>>};
     else
-      *v = {"mma.sync", kLatentThreads, smem_bytes, true, false, false, false,
+      *v = {"mma.sync", kLatentThreads, smem_bytes, true, false, false, false, false,
             latent_set_smem<T, C, 64>, launch_without_maps<latent_launch<T, C, 64>>};
   });
 }
@@ -187,6 +189,7 @@ pa_status latent_plan(pa_plan *plan, int setup_device) {
   s->smem_bytes = s->variant.smem_bytes;
   s->chained = plan->caps.compute_capability_major >= 9;
   const row_geometry g = row_geometry_of(p, &plan->caps);
+  s->geometry = g;
   // One CTA per multiprocessor (launch bounds and shared memory). The 32-row mma.sync tile's
   // units cost their bytes, so finer splits (about four units per CTA instead of two) keep the
   // last wave from leaving a third of the device idle. The wgmma kernels and the 64-row mma.sync
@@ -232,9 +235,21 @@ pa_status latent_plan(pa_plan *plan, int setup_device) {
                          kRegionNames, schedule},
                         s);
   s->params.q_before_wait = plan->q_staged_region < 0;  // the first unit's Q (Hopper producers)
+  if (s->variant.q_boxes)  // the Q boxes' bytes: nine 64-channel panels of the row block
+    s->params.q_box_bytes = kLatentHopperWidth / kPageBoxChannels * kPageBoxChannels * 2 *
+                            g.heads_per_block * g.tokens_per_block;
   const prefill_params &P = s->params;
-  if (setup_device && s->variant.page_boxes) {
-    const pa_status st = plan_kv_page_maps(P.kv, false, "LATENT", &s->page_map_encoder);
+  if (setup_device && (s->variant.page_boxes || s->variant.q_boxes)) {
+    // the encoder (with page boxes, plan_kv_page_maps's trial maps), and a query map over a
+    // placeholder address, as plan_kv_page_maps's trial
+    pa_status st = s->variant.page_boxes
+                       ? plan_kv_page_maps(P.kv, false, "LATENT", &s->page_map_encoder)
+                       : resolve_tensor_map_encoder("LATENT", "query boxes", &s->page_map_encoder);
+    CUtensorMap trial;
+    if (st == PA_SUCCESS && s->variant.q_boxes)
+      st = encode_q_map(s->page_map_encoder, reinterpret_cast<const void *>(uintptr_t{1} << 20),
+                        pa__query_row_elems(p), p->head_size, p->num_heads, p->token_count, g,
+                        "LATENT", &trial);
     if (st != PA_SUCCESS) return st;
   }
 
@@ -274,12 +289,14 @@ pa_status latent_run(const pa_plan *plan, const pa__io *io, pa__stream stream) {
   if (s->merge_in_kernel)
     P.merge_arrivals =
         (unsigned int *)pa__workspace_at(&plan->workspace, plan->arrivals_region, io->workspace);
-  kv_page_maps maps = {};  // the latent cache only (values are its first channels)
-  if (s->variant.page_boxes) {
-    const pa_status st = encode_kv_page_maps(s->page_map_encoder, P.kv, P.k_cache, nullptr,
-                                             "LATENT", &maps);
-    if (st != PA_SUCCESS) return st;
-  }
+  kv_page_maps maps = {};  // the latent cache only (values are its first channels), and Q
+  pa_status st = PA_SUCCESS;
+  if (s->variant.page_boxes)  // (zeroes the whole struct first)
+    st = encode_kv_page_maps(s->page_map_encoder, P.kv, P.k_cache, nullptr, "LATENT", &maps);
+  if (st == PA_SUCCESS && s->variant.q_boxes)
+    st = encode_q_map(s->page_map_encoder, P.q, P.q_row_stride, P.kv.head_size, P.num_heads,
+                      P.token_count, s->geometry, "LATENT", &maps.q);
+  if (st != PA_SUCCESS) return st;
   const cudaError_t err = launch_row_block_step(
       *s, P,
       [&](const prefill_params &params, dim3 grid, int smem_bytes, cudaStream_t on, bool chained) {

@@ -289,7 +289,6 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
   const int tid = threadIdx.x, run = tid / 32;
   const int64_t slot_bytes = (int64_t)kLatentHopperWidth * sizeof(T);
   const unsigned char *cache = reinterpret_cast<const unsigned char *>(P.k_cache);
-  const T *q = reinterpret_cast<const T *>(P.q);
   hopper_scratch *scratch = S.scratch();
   latent_hopper_unit *U = S.unit();
   ring_position<1> unit_pos = {0, 0u};
@@ -368,8 +367,9 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
     first_unit = false;
     load_tiles(tile_begin, early_end);  // (none before the wait)
 
-    // The unit slot: the rows, the unit, and the Q rows (zero for other rows: finite scores,
-    // discarded).
+    // The unit slot: the rows, the unit, and the Q rows (rows past valid_rows hold other tokens'
+    // or heads' Q, zeros, or what the slot held, possibly not finite: every consumer step is row
+    // by row, and such rows are never stored).
     mbarrier_wait(S.unit_empty(), unit_pos.phase ^ 1u);
     if (tid < G::kQRows) {
       U->row_lo[tid] = row_lo;
@@ -387,18 +387,15 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
       U->done = 0;
     }
     if (before_wait && !P.q_before_wait) wait_for_previous_kernel();  // the write kernel stages Q
-    // not unrolled: unrolled, the producer spilled at its 56 registers
+    // Q: one box per 64-channel panel of the call's query map (maps.q, encode_q_map), issued by
+    // one thread, its bytes counted on the slot's barrier beside the producer's arrivals
+    if (tid == 0) {
+      mbarrier_expect_bytes(S.unit_full(), (uint32_t)P.q_box_bytes);
 #pragma unroll 1
-    for (int i = tid; i < G::kQRows * G::kChunks; i += kLatentHopperWarpgroupThreads) {
-      const int r = i / G::kChunks, c = i % G::kChunks;
-      const bool fill = r < rows.valid_rows;
-      const T *src = q;
-      if (fill)
-        src = q + (rows.first_token + prefill_row_token(P, r)) * P.q_row_stride +
-              (int64_t)(rows.first_head + prefill_row_head(P, r)) * kLatentHopperWidth + c * 8;
-      cp_async_16(S.q() + swizzle128_chunk_offset(G::kQRows, r, c), src, fill);
+      for (int panel = 0; panel < kLatentHopperWidth / kPageBoxChannels; panel++)
+        q_box_load(S.q() + panel * G::kQRows * 128, &maps.q, S.unit_full(),
+                   panel * kPageBoxChannels, rows.first_head, (int)rows.first_token);
     }
-    mbarrier_track_cp_async(S.unit_full());
     mbarrier_arrive(S.unit_full());
     unit_pos.advance();
 
@@ -479,7 +476,7 @@ __device__ __forceinline__ void latent_hopper_consume(const prefill_params &P,
   float *const my_stats = S.row_stats() + cw * kLatentHopperRows + row0 + group_id;
   const float *const their_stats = S.row_stats() + (1 - cw) * kLatentHopperRows + row0 + group_id;
   const latent_hopper_unit *U = S.unit();
-  const uint32_t q_tile = shared_address(S.q());
+  const uint32_t q_tile = warp_uniform(shared_address(S.q()));
   ring_position<1> unit_pos = {0, 0u};
   ring_position<kLatentHopperTileSlots> tile_pos = {0, 0u};
   for (;;) {
@@ -496,7 +493,7 @@ __device__ __forceinline__ void latent_hopper_consume(const prefill_params &P,
       my_hi[h] = U->row_hi[row0 + group_id + 8 * h];
     }
     const bool has_rows = valid_rows > 0;  // the same in both warpgroups: they meet at barriers
-    fence_async_proxy();  // Q landed through cp.async; wgmma reads through the async proxy
+    fence_async_proxy();  // (from when Q came by cp.async; TMA boxes need none: may go)
 
     float out_acc[kOutTiles][4], row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
 #pragma unroll
@@ -510,8 +507,8 @@ __device__ __forceinline__ void latent_hopper_consume(const prefill_params &P,
         mbarrier_wait(S.full(mine), tile_pos.phase);
         fence_async_proxy();  // the half landed through cp.async
         const uint32_t mapped = __shfl_sync(0xffffffffu, lane == 0 ? *S.loaded_keys(mine) : 0u, 0);
-        const uint32_t mine_stage = shared_address(S.stage(mine));
-        const uint32_t their_stage = shared_address(S.stage(theirs));
+        const uint32_t mine_stage = warp_uniform(shared_address(S.stage(mine)));
+        const uint32_t their_stage = warp_uniform(shared_address(S.stage(theirs)));
         float scores[1][kScoreTiles][4];  // softmax_step_scores takes m16 tiles of rows
         float(&score)[kScoreTiles][4] = scores[0];
         latent_hopper_scores<T, kLatentHopperWidth / 16>(score, q_tile, kLatentHopperRows, 0,

@@ -258,7 +258,7 @@ __device__ __forceinline__ void latent_narrow_consume(const prefill_params &P,
     const int32_t split = U->split, splits = U->splits, first_head = U->first_head;
     const int valid_rows = U->valid_rows;
     const bool has_rows = valid_rows > 0;
-    fence_async_proxy();  // Q landed through cp.async; wgmma reads through the async proxy
+    fence_async_proxy();  // (from when Q came by cp.async; TMA boxes need none: may go)
 
     float out_acc[kValueBlocks][kN][4], row_max[kN][2], row_sum[kN][2];
 #pragma unroll
@@ -292,10 +292,12 @@ __device__ __forceinline__ void latent_narrow_consume(const prefill_params &P,
     auto block = [&](auto values, auto scores_next, panel_ring pv_pos) {
       uint32_t q_at = q_tile, p_at = p_tile;
       asm volatile("" : "+r"(q_at), "+r"(p_at));
+      q_at = warp_uniform(q_at);
+      p_at = warp_uniform(p_at);
       if constexpr (decltype(values)::value) {
         uint32_t v_panel[kValueBlocks];
         for_each_panel(pv_pos, [&](int p, const panel_ring &at) {
-          if (p < kValueBlocks) v_panel[p] = shared_address(S.panel(at.slot));
+          if (p < kValueBlocks) v_panel[p] = warp_uniform(shared_address(S.panel(at.slot)));
         });
         wgmma_fence();
 #pragma unroll
@@ -311,7 +313,7 @@ __device__ __forceinline__ void latent_narrow_consume(const prefill_params &P,
         acquire();
         uint32_t k_panel[kTilePanels];
         for_each_panel(tile_pos, [&](int p, const panel_ring &at) {
-          k_panel[p] = shared_address(S.panel(at.slot));
+          k_panel[p] = warp_uniform(shared_address(S.panel(at.slot)));
         });
         wgmma_fence();
 #pragma unroll

@@ -244,7 +244,7 @@ __device__ __forceinline__ void latent_whole_consume(const prefill_params &P,
   float *const my_sums = S.row_sums(cw) + row0 + group_id;
   const float *const their_sums = S.row_sums(1 - cw) + row0 + group_id;
   const latent_hopper_unit *U = S.unit();
-  const uint32_t q_tile = shared_address(S.q());
+  const uint32_t q_tile = warp_uniform(shared_address(S.q()));
   ring_position<1> unit_pos = {0, 0u};
   ring_position<kLatentHopperTileSlots> tile_pos = {0, 0u};
   for (;;) {
@@ -255,7 +255,7 @@ __device__ __forceinline__ void latent_whole_consume(const prefill_params &P,
     const int32_t split = U->split, splits = U->splits, first_head = U->first_head;
     const int valid_rows = U->valid_rows;
     const bool has_rows = valid_rows > 0;  // the same in both warpgroups: they meet at barriers
-    fence_async_proxy();  // Q landed through cp.async; wgmma reads through the async proxy
+    fence_async_proxy();  // (from when Q came by cp.async; TMA boxes need none: may go)
 
     float out_acc[kOutTiles][4], row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
 #pragma unroll
@@ -267,7 +267,7 @@ __device__ __forceinline__ void latent_whole_consume(const prefill_params &P,
     float scores[1][kScoreTiles][4];  // softmax_step_scores takes m16 tiles of rows
     float(&score)[kScoreTiles][4] = scores[0];
     auto issue_scores = [&](const ring_position<kLatentHopperTileSlots> &at) {
-      const uint32_t slot_tile = shared_address(S.slot(at.slot));
+      const uint32_t slot_tile = warp_uniform(shared_address(S.slot(at.slot)));
       mbarrier_wait(S.full(at.slot, 0), at.phase);
       fence_async_proxy();  // the panels landed through cp.async
       wgmma_fence();
@@ -284,7 +284,7 @@ __device__ __forceinline__ void latent_whole_consume(const prefill_params &P,
     auto issue_values = [&](const uint32_t (&p_frag)[kPSteps][4], int slot) {
       wgmma_fence();
       hopper_issue_values<T, kLatentHopperValueWidth / 2, kPSteps>(
-          out_acc, p_frag, shared_address(S.slot(slot)), kLatentHopperKeys,
+          out_acc, p_frag, warp_uniform(shared_address(S.slot(slot))), kLatentHopperKeys,
           kLatentWholeLowPanels * cw);
       wgmma_commit();
     };

@@ -23,13 +23,13 @@ namespace pa {
 namespace detail {
 
 // The driver's tensor-map encoder (cuTensorMapEncodeTiled), resolved by a plan whose kernel loads
-// page boxes (plan_kv_page_maps).
+// page boxes (plan_kv_page_maps) or Q boxes (the PREFILL and LATENT Hopper kernels, encode_q_map).
 using kv_page_map_encoder = PFN_cuTensorMapEncodeTiled_v12000;
 
 // Fixed at plan time; each backend's state adds its kernel variant.
 struct row_block_launch {
   prefill_params params;  // every field but the pointers of a call
-  kv_page_map_encoder page_map_encoder;  // nullptr unless the kernel loads page boxes
+  kv_page_map_encoder page_map_encoder;  // nullptr unless the kernel loads page or Q boxes
   split_merge_params merge;
   split_merge_launch merge_launch;
   int out_row_elems, t_bytes;  // the schedule kernel's (it zeroes the rows of no sequence)
@@ -164,12 +164,40 @@ inline pa_status encode_kv_page_maps(kv_page_map_encoder encode, const paged_kv_
   return PA_SUCCESS;
 }
 
-// At plan time, for a plan on a device whose kernel loads page boxes: the driver's encoder,
-// resolved through the runtime (the library does not link libcuda itself), and the maps encoded
-// once over a placeholder address, so that every rule of the encoder but the caches' addresses is
-// checked here; the write path checks their 16-byte alignment before a step launches anything.
-inline pa_status plan_kv_page_maps(const paged_kv_layout &kv, bool has_value_cache,
-                                   const char *backend, kv_page_map_encoder *encoder) {
+// A call's query map for the Hopper kernels' Q boxes (q_box_load; PREFILL and LATENT): Q
+// (token_count tokens of q_row_stride elements, num_heads heads of head_size channels from the
+// first) as a 3-D tensor of 16-bit elements, innermost first (channel, head, token), each box 64
+// channels of g's heads_per_block heads of tokens_per_block tokens: a row block's rows
+// (token-major), one 128-byte panel of the Q slot. Channels past head_size, heads past num_heads
+// and tokens past token_count land as zeros. Host work only, as encode_kv_page_maps.
+inline pa_status encode_q_map(kv_page_map_encoder encode, const void *q, int64_t q_row_stride,
+                              int head_size, int num_heads, int64_t token_count,
+                              const row_geometry &g, const char *backend, CUtensorMap *map) {
+  memset(map, 0, sizeof *map);
+  if (token_count == 0) return PA_SUCCESS;
+  const cuuint64_t dims[3] = {(cuuint64_t)head_size, (cuuint64_t)num_heads,
+                              (cuuint64_t)token_count};
+  const cuuint64_t strides[2] = {(cuuint64_t)head_size * 2, (cuuint64_t)q_row_stride * 2};
+  const cuuint32_t box[3] = {kPageBoxChannels, (cuuint32_t)g.heads_per_block,
+                             (cuuint32_t)g.tokens_per_block};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, const_cast<void *>(q), dims,
+                            strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return pa__fail(PA_ERROR_CUDA,
+                    "%s: cuTensorMapEncodeTiled(query at %p, %lld tokens of %lld elements, %d "
+                    "heads x %d channels, boxes of %d heads x %d tokens) failed with CUresult %d",
+                    backend, q, (long long)token_count, (long long)q_row_stride, num_heads,
+                    head_size, g.heads_per_block, g.tokens_per_block, (int)r);
+  return PA_SUCCESS;
+}
+
+// The driver's tensor-map encoder, resolved through the runtime (the library does not link
+// libcuda itself); `backend` and `what` name the caller in the error.
+inline pa_status resolve_tensor_map_encoder(const char *backend, const char *what,
+                                            kv_page_map_encoder *encoder) {
   void *fn = nullptr;
   cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
   if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
@@ -177,9 +205,20 @@ inline pa_status plan_kv_page_maps(const paged_kv_layout &kv, bool has_value_cac
       found != cudaDriverEntryPointSuccess || !fn)
     return pa__fail(PA_ERROR_CUDA,
                     "%s: the CUDA driver has no cuTensorMapEncodeTiled, which the sm_90a kernel "
-                    "needs for its page boxes",
-                    backend);
+                    "needs for its %s",
+                    backend, what);
   *encoder = reinterpret_cast<kv_page_map_encoder>(fn);
+  return PA_SUCCESS;
+}
+
+// At plan time, for a plan on a device whose kernel loads page boxes: the driver's encoder,
+// resolved through the runtime (the library does not link libcuda itself), and the maps encoded
+// once over a placeholder address, so that every rule of the encoder but the caches' addresses is
+// checked here; the write path checks their 16-byte alignment before a step launches anything.
+inline pa_status plan_kv_page_maps(const paged_kv_layout &kv, bool has_value_cache,
+                                   const char *backend, kv_page_map_encoder *encoder) {
+  const pa_status st = resolve_tensor_map_encoder(backend, "page boxes", encoder);
+  if (st != PA_SUCCESS) return st;
   const void *placeholder = reinterpret_cast<const void *>(uintptr_t{1} << 20);  // 16-byte aligned
   kv_page_maps trial;
   return encode_kv_page_maps(*encoder, kv, placeholder, has_value_cache ? placeholder : nullptr,

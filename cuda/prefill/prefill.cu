@@ -35,13 +35,23 @@ struct prefill_variant {
   int tile_span;                  // the schedule's 64-key tiles per kernel tile
   cudaError_t (*set_smem)(int smem_bytes);
   cudaError_t (*occupancy)(int smem_bytes, int *ctas_per_sm);
-  cudaError_t (*launch)(const prefill_params &P, dim3 grid, int smem_bytes, cudaStream_t stream,
-                        bool chained);
+  // q_map: the call's query map where the kernel loads Q boxes (prefill_state::q_boxes)
+  cudaError_t (*launch)(const prefill_params &P, const CUtensorMap &q_map, dim3 grid,
+                        int smem_bytes, cudaStream_t stream, bool chained);
 };
 
 struct prefill_state : row_block_launch {
   prefill_variant variant;
+  row_geometry geometry;
+  bool q_boxes;  // the wgmma kernel with a 16-bit cache: Q as boxes of a query map each call
 };
+
+// The mma.sync kernels take no query map.
+template <typename T, typename C, int DMAX>
+cudaError_t mma_sync_launch(const prefill_params &P, const CUtensorMap &, dim3 grid,
+                            int smem_bytes, cudaStream_t stream, bool chained) {
+  return prefill_launch<T, C, DMAX>(P, grid, smem_bytes, stream, chained);
+}
 
 template <typename T, typename C, int DMAX>
 prefill_variant mma_sync_variant() {
@@ -52,7 +62,7 @@ prefill_variant mma_sync_variant() {
           1,
           prefill_set_smem<T, C, DMAX>,
           prefill_occupancy<T, C, DMAX>,
-          prefill_launch<T, C, DMAX>};
+          mma_sync_launch<T, C, DMAX>};
 }
 template <typename T, typename C, int DMAX>
 prefill_variant wgmma_variant() {
@@ -146,6 +156,20 @@ pa_status prefill_plan(pa_plan *plan, int setup_device) {
   s->smem_bytes = s->variant.smem_bytes;
   s->chained = plan->caps.compute_capability_major >= 9;
   const row_geometry g = row_geometry_of(p, s->variant);
+  s->geometry = g;
+  s->q_boxes = s->variant.family == PREFILL_WGMMA && pa_dtype_size(p->k_cache_dtype) == 2;
+  if (setup_device && s->q_boxes) {
+    // the encoder, and a map encoded once over a placeholder address (16-byte aligned), so that
+    // every rule of the encoder but the query's address is checked here (a plan for described
+    // device_caps never runs)
+    pa_status st = resolve_tensor_map_encoder("PREFILL", "query boxes", &s->page_map_encoder);
+    CUtensorMap trial;
+    if (st == PA_SUCCESS)
+      st = encode_q_map(s->page_map_encoder, reinterpret_cast<const void *>(uintptr_t{1} << 20),
+                        pa__query_row_elems(p), p->head_size, p->num_heads, p->token_count, g,
+                        "PREFILL", &trial);
+    if (st != PA_SUCCESS) return st;
+  }
   const int64_t tiles_per_split = tiles_per_split_for(p, &plan->caps, s->variant, g);
   const int64_t bound_tiles = std::max<int64_t>(1, ceil_div(p->max_kv_len, kPrefillTileKeys));
   const int64_t slots = ceil_div(bound_tiles, tiles_per_split);
@@ -164,6 +188,9 @@ pa_status prefill_plan(pa_plan *plan, int setup_device) {
                         {p->kv_num_heads, p->group_size, p->head_size, p->v_quant, g,
                          tiles_per_split, slots, kRegionNames},
                         s);
+  if (s->q_boxes)  // every panel's box, out-of-bounds channels (landed as zeros) included
+    s->params.q_box_bytes = prefill_dmax(p->head_size) / kPageBoxChannels * kPageBoxChannels * 2 *
+                            g.heads_per_block * g.tokens_per_block;
   const prefill_params &P = s->params;
 
   // A persistent grid: one CTA per resident slot (more would only queue), at most one per unit.
@@ -197,8 +224,20 @@ pa_status prefill_run(const pa_plan *plan, const pa__io *io, pa__stream stream) 
   const prefill_state *s = (const prefill_state *)plan->backend_state;
   prefill_params P = s->params;
   set_call_inputs(P, io);
-  const cudaError_t err = launch_row_block_step(*s, P, s->variant.launch, &plan->workspace,
-                                                io->workspace, (cudaStream_t)stream);
+  CUtensorMap q_map;
+  memset(&q_map, 0, sizeof q_map);
+  if (s->q_boxes) {
+    const pa_status st = encode_q_map(s->page_map_encoder, P.q, P.q_row_stride,
+                                      P.kv.head_size, P.num_heads, P.token_count, s->geometry,
+                                      "PREFILL", &q_map);
+    if (st != PA_SUCCESS) return st;
+  }
+  const cudaError_t err = launch_row_block_step(
+      *s, P,
+      [&](const prefill_params &Q, dim3 grid, int smem_bytes, cudaStream_t st, bool chained) {
+        return s->variant.launch(Q, q_map, grid, smem_bytes, st, chained);
+      },
+      &plan->workspace, io->workspace, (cudaStream_t)stream);
   if (err != cudaSuccess)
     return pa__fail(PA_ERROR_CUDA, "PREFILL: kernel launch failed: %s", cudaGetErrorString(err));
   return PA_SUCCESS;

@@ -9,8 +9,11 @@
 // 16-row group their union and intersection) and loads its Q rows into one of kQSlots unit slots,
 // then gathers the unit's 64-key K and V tiles from the pages into a kStages ring, every 16-byte
 // chunk with cp.async at its 128-byte-swizzled place (wgmma.cuh), rows outside the unit's keys or
-// in unmapped blocks zero-filled and left out of the stage's loaded-keys word. Completion is
-// counted on mbarriers (each producer thread's cp.async tracked on the slot's "full" barrier);
+// in unmapped blocks zero-filled and left out of the stage's loaded-keys word. With 16-bit caches
+// Q comes as one box per 64-channel panel of a tensor map of the call's Q (encode_q_map), its
+// bytes counted on the slot's "full" barrier; with 8-bit caches every producer thread loads its
+// Q chunks with cp.async. Completion is counted on mbarriers (each producer thread's tile
+// cp.async tracked on the stage's "full" barrier);
 // consumers free a stage on its "empty" barrier once their wgmmas have read it. The producer thus
 // runs up to kStages tiles and one unit ahead of the consumers, across units.
 // 8-bit caches (int8, fp8 e4m3): the producer stages each thread's codes (8 bytes of a row, the
@@ -39,6 +42,7 @@
 #include <type_traits>
 
 #include "../common/block_scan.cuh"
+#include "../common/bulk_copy.cuh"
 #include "../common/chained_launch.cuh"
 #include "../common/mbarrier.cuh"
 #include "../common/tensor_core.cuh"
@@ -205,13 +209,13 @@ struct ring_position {
 // first_panel on). wgmma.cuh describes the layout. Each is the tile's descriptor plus the k-step's
 // constant offset (>> 4), so the tile's descriptor is computed once for all its k-steps.
 __host__ __device__ constexpr uint64_t hopper_k_major_desc(uint32_t tile, int panel_rows, int s) {
-  return wgmma_descriptor(tile, 16, 1024) +
-         (uint32_t)(((s / 4) * panel_rows * 128 + (s % 4) * 32) >> 4);
+  return wgmma_descriptor_plus(wgmma_descriptor(tile, 16, 1024),
+                               (uint32_t)(((s / 4) * panel_rows * 128 + (s % 4) * 32) >> 4));
 }
 __host__ __device__ constexpr uint64_t hopper_n_major_desc(uint32_t tile, int panel_rows, int s,
                                                            int first_panel) {
-  return wgmma_descriptor(tile, panel_rows * 128, 1024) +
-         (uint32_t)((first_panel * panel_rows * 128 + s * 16 * 128) >> 4);
+  return wgmma_descriptor_plus(wgmma_descriptor(tile, panel_rows * 128, 1024),
+                               (uint32_t)((first_panel * panel_rows * 128 + s * 16 * 128) >> 4));
 }
 
 #if PA_SM90A
@@ -417,7 +421,8 @@ __device__ __forceinline__ bool hopper_work_before_wait(const prefill_params &P,
 // stage ring, until the schedule runs out (then a slot says done).
 template <typename T, typename C, int DMAX>
 __device__ __forceinline__ void hopper_produce(const prefill_params &P,
-                                               const hopper_smem<C, DMAX> &S) {
+                                               const hopper_smem<C, DMAX> &S,
+                                               const CUtensorMap *q_map) {
   using G = hopper_geometry<C, DMAX>;
   // thread (run, chunk) loads 16-byte chunk `chunk` of kRunRows consecutive rows of each tile: a
   // run lies in one page (tiles start at multiples of 64 keys, kRunRows divides 16 <= block_size)
@@ -490,20 +495,36 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
       U->qk_scale = prefill_qk_scale<C>(P);
     }
 
-    // The Q rows (zero for other rows and channels past head_size: finite scores, discarded).
+    // The Q rows, zero for channels past head_size. Rows past valid_rows hold other tokens' or
+    // heads' Q, zeros, or (16-bit caches, past heads_per_block x tokens_per_block) whatever the
+    // slot held, possibly not finite: every consumer step is row by row, and such rows are never
+    // stored.
     unsigned char *q_slot = S.q(unit_pos.slot);
-    // not unrolled: unrolled, the producer spilled at its 56 / 64 registers
+    if constexpr (!G::kCodes) {
+      // 16-bit caches: one box per 64-channel panel (encode_q_map), issued by one thread, its
+      // bytes counted on the slot's barrier beside the producer's arrivals
+      if (tid == 0) {
+        constexpr int kPanels = DMAX / kPageBoxChannels;
+        mbarrier_expect_bytes(S.unit_full(unit_pos.slot), (uint32_t)P.q_box_bytes);
+#pragma unroll
+        for (int panel = 0; panel < kPanels; panel++)
+          q_box_load(q_slot + panel * kHopperRows * 128, q_map, S.unit_full(unit_pos.slot),
+                     panel * kPageBoxChannels, rows.first_head, (int)rows.first_token);
+      }
+    } else {
+      // 8-bit caches: every thread's cp.async, then the conversion below
+      // not unrolled: unrolled, the producer spilled at its 56 / 64 registers
 #pragma unroll 1
-    for (int i = tid; i < kHopperRows * G::kChunks; i += kHopperWarpgroupThreads) {
-      const int r = i / G::kChunks, c = i % G::kChunks;
-      const bool fill = r < rows.valid_rows && c * 8 < head_size;
-      const T *src = q;
-      if (fill)
-        src = q + (rows.first_token + prefill_row_token(P, r)) * P.q_row_stride +
-              (int64_t)(rows.first_head + prefill_row_head(P, r)) * head_size + c * 8;
-      cp_async_16(q_slot + swizzle128_chunk_offset(kHopperRows, r, c), src, fill);
-    }
-    if constexpr (G::kCodes) {
+      for (int i = tid; i < kHopperRows * G::kChunks; i += kHopperWarpgroupThreads) {
+        const int r = i / G::kChunks, c = i % G::kChunks;
+        const bool fill = r < rows.valid_rows && c * 8 < head_size;
+        const T *src = q;
+        if (fill)
+          src = q + (rows.first_token + prefill_row_token(P, r)) * P.q_row_stride +
+                (int64_t)(rows.first_head + prefill_row_head(P, r)) * head_size + c * 8;
+        cp_async_16(q_slot + swizzle128_chunk_offset(kHopperRows, r, c), src, fill);
+      }
+
       // Q to fp16 (mma_input_t) in place, the per-channel k_scale folded in: each thread its own
       // landed chunks, twice (their largest element, then the conversion with the unit's power of
       // two), then fenced for wgmma like the converted tiles below
@@ -538,7 +559,6 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
       fence_async_proxy();
       if (tid == 0) U->qk_scale = prefill_qk_scale<C>(P) * ldexpf(1.0f, shift);
     }
-    mbarrier_track_cp_async(S.unit_full(unit_pos.slot));
     mbarrier_arrive(S.unit_full(unit_pos.slot));
     unit_pos.advance();
 
@@ -737,7 +757,10 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P,
       wg_hi = max(wg_hi, U->group_hi[wg * 4 + i]);
     }
     const bool wg_has_rows = wg * 64 < R.valid_rows;  // the same for the whole warpgroup
-    fence_async_proxy();  // Q landed through cp.async; wgmma reads through the async proxy
+    // Q reaches the wgmmas (the async proxy) as TMA boxes (16-bit caches) or as the producer's
+    // converted and fenced stores (8-bit): this fence, from the cp.async days, may go once
+    // measured without it
+    fence_async_proxy();
     const unsigned char *q_slot = S.q(unit_pos.slot);
     uint32_t q_frag[kSteps][4];
     if constexpr (G::kQInRegisters) {
@@ -802,11 +825,11 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P,
           wgmma_fence();
           if constexpr (decltype(values)::value)
             hopper_issue_values<M, DMAX, kKeySteps>(
-                out_acc, p_frag, shared_address(S.v_tile(pv_pos.slot)), kKeys);
+                out_acc, p_frag, warp_uniform(shared_address(S.v_tile(pv_pos.slot))), kKeys);
           if constexpr (decltype(scores)::value)
             hopper_issue_scores<M, DMAX, G::kQInRegisters, kKeys>(
-                score[0], q_frag, shared_address(q_slot), kHopperRows, wg * 64,
-                shared_address(S.k_tile(tile_pos.slot)));
+                score[0], q_frag, warp_uniform(shared_address(q_slot) + wg * 64 * 128),
+                kHopperRows, 0, warp_uniform(shared_address(S.k_tile(tile_pos.slot))));
           wgmma_commit();
           named_barrier_arrive(other_turn, 2 * kHopperWarpgroupThreads);
           // the tile's loaded keys (for its softmax), read while the GEMMs run, and before the
@@ -854,12 +877,12 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P,
           hopper_loaded_keys(S, tile_pos.slot, lane, mapped);
           float score[1][kKeys / 8][4];
           hopper_scores<M, DMAX, G::kQInRegisters, kKeys>(
-              score[0], q_frag, shared_address(q_slot), kHopperRows, wg * 64,
-              shared_address(S.k_tile(tile_pos.slot)));
+              score[0], q_frag, warp_uniform(shared_address(q_slot) + wg * 64 * 128),
+              kHopperRows, 0, warp_uniform(shared_address(S.k_tile(tile_pos.slot))));
           uint32_t p_frag[kKeySteps][4];
           scores_to_p(key0, mapped, score, p_frag);
-          hopper_add_values<M, DMAX, kKeySteps>(out_acc, p_frag,
-                                                shared_address(S.v_tile(tile_pos.slot)));
+          hopper_add_values<M, DMAX, kKeySteps>(
+              out_acc, p_frag, warp_uniform(shared_address(S.v_tile(tile_pos.slot))));
         }
         __syncwarp();
         if (lane == 0) {
@@ -880,9 +903,11 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P,
 
 #endif  // PA_SM90A
 
-// A persistent grid of one CTA per multiprocessor; the producer takes the units.
+// A persistent grid of one CTA per multiprocessor; the producer takes the units. q_map: the call's
+// query map (encode_q_map) for 16-bit caches; unused (zero) for 8-bit ones.
 template <typename T, typename C, int DMAX>
-__global__ void __launch_bounds__(kHopperThreads, 1) prefill_hopper_kernel(const prefill_params P) {
+__global__ void __launch_bounds__(kHopperThreads, 1)
+    prefill_hopper_kernel(const prefill_params P, const __grid_constant__ CUtensorMap q_map) {
 #if PA_SM90A
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   using G = hopper_geometry<C, DMAX>;
@@ -906,7 +931,7 @@ __global__ void __launch_bounds__(kHopperThreads, 1) prefill_hopper_kernel(const
   wait_for_previous_kernel();
   if (threadIdx.x < kHopperWarpgroupThreads) {
     warpgroup_registers_release<G::kProducerRegisters>();
-    hopper_produce<T, C, DMAX>(P, S);
+    hopper_produce<T, C, DMAX>(P, S, &q_map);
   } else {
     warpgroup_registers_claim<G::kConsumerRegisters>();
     hopper_consume<T, C, DMAX>(P, S);
@@ -920,8 +945,8 @@ cudaError_t prefill_hopper_set_smem(int smem_bytes);
 template <typename T, typename C, int DMAX>
 cudaError_t prefill_hopper_occupancy(int smem_bytes, int *ctas_per_sm);
 template <typename T, typename C, int DMAX>
-cudaError_t prefill_hopper_launch(const prefill_params &P, dim3 grid, int smem_bytes,
-                                  cudaStream_t stream, bool chained);
+cudaError_t prefill_hopper_launch(const prefill_params &P, const CUtensorMap &q_map, dim3 grid,
+                                  int smem_bytes, cudaStream_t stream, bool chained);
 
 #define PA_PREFILL_HOPPER_INSTANTIATE(T, C, DMAX)                                                  \
   template <>                                                                                      \
@@ -935,11 +960,12 @@ cudaError_t prefill_hopper_launch(const prefill_params &P, dim3 grid, int smem_b
         ctas_per_sm, prefill_hopper_kernel<T, C, DMAX>, kHopperThreads, smem_bytes);               \
   }                                                                                                \
   template <>                                                                                      \
-  cudaError_t prefill_hopper_launch<T, C, DMAX>(const prefill_params &P, dim3 grid,                \
+  cudaError_t prefill_hopper_launch<T, C, DMAX>(const prefill_params &P,                          \
+                                                const CUtensorMap &q_map, dim3 grid,               \
                                                 int smem_bytes, cudaStream_t stream,               \
                                                 bool chained) {                                    \
     return launch_chained(prefill_hopper_kernel<T, C, DMAX>, grid, kHopperThreads,                 \
-                          (size_t)smem_bytes, stream, chained, P);                                 \
+                          (size_t)smem_bytes, stream, chained, P, q_map);                          \
   }
 
 }  // namespace detail

@@ -84,6 +84,9 @@ struct prefill_params {
   int32_t window;            // -1 = off
   int32_t is_causal;
   int32_t tiles_per_split, num_split_slots;
+  // the PREFILL Hopper kernel with a 16-bit cache: the bytes of a unit's Q boxes (its panels x
+  // 128 x heads_per_block x tokens_per_block; encode_q_map), which its slot's barrier expects
+  int32_t q_box_bytes;
   // Q is the step's own input, not staged by the write kernel: a kernel may read it before its
   // wait (the LATENT Hopper producers' first unit)
   bool q_before_wait;
