@@ -493,7 +493,6 @@ __device__ __forceinline__ void latent_hopper_consume(const prefill_params &P,
       my_hi[h] = U->row_hi[row0 + group_id + 8 * h];
     }
     const bool has_rows = valid_rows > 0;  // the same in both warpgroups: they meet at barriers
-    fence_async_proxy();  // (from when Q came by cp.async; TMA boxes need none: may go)
 
     float out_acc[kOutTiles][4], row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
 #pragma unroll

@@ -258,7 +258,6 @@ __device__ __forceinline__ void latent_narrow_consume(const prefill_params &P,
     const int32_t split = U->split, splits = U->splits, first_head = U->first_head;
     const int valid_rows = U->valid_rows;
     const bool has_rows = valid_rows > 0;
-    fence_async_proxy();  // (from when Q came by cp.async; TMA boxes need none: may go)
 
     float out_acc[kValueBlocks][kN][4], row_max[kN][2], row_sum[kN][2];
 #pragma unroll

@@ -255,7 +255,6 @@ __device__ __forceinline__ void latent_whole_consume(const prefill_params &P,
     const int32_t split = U->split, splits = U->splits, first_head = U->first_head;
     const int valid_rows = U->valid_rows;
     const bool has_rows = valid_rows > 0;  // the same in both warpgroups: they meet at barriers
-    fence_async_proxy();  // (from when Q came by cp.async; TMA boxes need none: may go)
 
     float out_acc[kOutTiles][4], row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
 #pragma unroll

@@ -757,10 +757,8 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P,
       wg_hi = max(wg_hi, U->group_hi[wg * 4 + i]);
     }
     const bool wg_has_rows = wg * 64 < R.valid_rows;  // the same for the whole warpgroup
-    // Q reaches the wgmmas (the async proxy) as TMA boxes (16-bit caches) or as the producer's
-    // converted and fenced stores (8-bit): this fence, from the cp.async days, may go once
-    // measured without it
-    fence_async_proxy();
+    // (Q reaches the wgmmas, the async proxy, as TMA boxes or as the producer's converted stores,
+    // which it fenced: no fence here)
     const unsigned char *q_slot = S.q(unit_pos.slot);
     uint32_t q_frag[kSteps][4];
     if constexpr (G::kQInRegisters) {
