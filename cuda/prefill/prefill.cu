@@ -35,20 +35,21 @@ struct prefill_variant {
   int tile_span;                  // the schedule's 64-key tiles per kernel tile
   cudaError_t (*set_smem)(int smem_bytes);
   cudaError_t (*occupancy)(int smem_bytes, int *ctas_per_sm);
-  // q_map: the call's query map where the kernel loads Q boxes (prefill_state::q_boxes)
-  cudaError_t (*launch)(const prefill_params &P, const CUtensorMap &q_map, dim3 grid,
+  // maps: the call's page and query maps where the kernel loads boxes (prefill_state::boxes)
+  cudaError_t (*launch)(const prefill_params &P, const kv_page_maps &maps, dim3 grid,
                         int smem_bytes, cudaStream_t stream, bool chained);
 };
 
 struct prefill_state : row_block_launch {
   prefill_variant variant;
   row_geometry geometry;
-  bool q_boxes;  // the wgmma kernel with a 16-bit cache: Q as boxes of a query map each call
+  // the wgmma kernel with a 16-bit cache: Q and whole K/V runs as boxes of maps encoded each call
+  bool boxes;
 };
 
-// The mma.sync kernels take no query map.
+// The mma.sync kernels take no maps.
 template <typename T, typename C, int DMAX>
-cudaError_t mma_sync_launch(const prefill_params &P, const CUtensorMap &, dim3 grid,
+cudaError_t mma_sync_launch(const prefill_params &P, const kv_page_maps &, dim3 grid,
                             int smem_bytes, cudaStream_t stream, bool chained) {
   return prefill_launch<T, C, DMAX>(P, grid, smem_bytes, stream, chained);
 }
@@ -157,12 +158,13 @@ pa_status prefill_plan(pa_plan *plan, int setup_device) {
   s->chained = plan->caps.compute_capability_major >= 9;
   const row_geometry g = row_geometry_of(p, s->variant);
   s->geometry = g;
-  s->q_boxes = s->variant.family == PREFILL_WGMMA && pa_dtype_size(p->k_cache_dtype) == 2;
-  if (setup_device && s->q_boxes) {
-    // the encoder, and a map encoded once over a placeholder address (16-byte aligned), so that
-    // every rule of the encoder but the query's address is checked here (a plan for described
-    // device_caps never runs)
-    pa_status st = resolve_tensor_map_encoder("PREFILL", "query boxes", &s->page_map_encoder);
+  s->boxes = s->variant.family == PREFILL_WGMMA && pa_dtype_size(p->k_cache_dtype) == 2;
+  if (setup_device && s->boxes) {
+    // the encoder with plan_kv_page_maps's trial page maps, and a query map encoded once over a
+    // placeholder address (16-byte aligned), so that every rule of the encoder but the tensors'
+    // addresses is checked here (a plan for described device_caps never runs)
+    pa_status st =
+        plan_kv_page_maps(paged_kv_layout_of(*p), true, "PREFILL", &s->page_map_encoder);
     CUtensorMap trial;
     if (st == PA_SUCCESS)
       st = encode_q_map(s->page_map_encoder, reinterpret_cast<const void *>(uintptr_t{1} << 20),
@@ -188,7 +190,7 @@ pa_status prefill_plan(pa_plan *plan, int setup_device) {
                         {p->kv_num_heads, p->group_size, p->head_size, p->v_quant, g,
                          tiles_per_split, slots, kRegionNames},
                         s);
-  if (s->q_boxes)  // every panel's box, out-of-bounds channels (landed as zeros) included
+  if (s->boxes)  // every panel's box, out-of-bounds channels (landed as zeros) included
     s->params.q_box_bytes = prefill_dmax(p->head_size) / kPageBoxChannels * kPageBoxChannels * 2 *
                             g.heads_per_block * g.tokens_per_block;
   const prefill_params &P = s->params;
@@ -224,18 +226,20 @@ pa_status prefill_run(const pa_plan *plan, const pa__io *io, pa__stream stream) 
   const prefill_state *s = (const prefill_state *)plan->backend_state;
   prefill_params P = s->params;
   set_call_inputs(P, io);
-  CUtensorMap q_map;
-  memset(&q_map, 0, sizeof q_map);
-  if (s->q_boxes) {
-    const pa_status st = encode_q_map(s->page_map_encoder, P.q, P.q_row_stride,
-                                      P.kv.head_size, P.num_heads, P.token_count, s->geometry,
-                                      "PREFILL", &q_map);
+  kv_page_maps maps;  // zero unless the kernel loads boxes
+  memset(&maps, 0, sizeof maps);
+  if (s->boxes) {
+    pa_status st = encode_kv_page_maps(s->page_map_encoder, P.kv, P.k_cache, P.v_cache,
+                                       "PREFILL", &maps);
+    if (st == PA_SUCCESS)
+      st = encode_q_map(s->page_map_encoder, P.q, P.q_row_stride, P.kv.head_size, P.num_heads,
+                        P.token_count, s->geometry, "PREFILL", &maps.q);
     if (st != PA_SUCCESS) return st;
   }
   const cudaError_t err = launch_row_block_step(
       *s, P,
       [&](const prefill_params &Q, dim3 grid, int smem_bytes, cudaStream_t st, bool chained) {
-        return s->variant.launch(Q, q_map, grid, smem_bytes, st, chained);
+        return s->variant.launch(Q, maps, grid, smem_bytes, st, chained);
       },
       &plan->workspace, io->workspace, (cudaStream_t)stream);
   if (err != cudaSuccess)

@@ -7,13 +7,15 @@
 // A CTA is three warpgroups. The producer (warpgroup 0, registers given back with setmaxnreg)
 // takes units from the schedule's counter, writes each unit's rows (admitted key ranges, per
 // 16-row group their union and intersection) and loads its Q rows into one of kQSlots unit slots,
-// then gathers the unit's 64-key K and V tiles from the pages into a kStages ring, every 16-byte
-// chunk with cp.async at its 128-byte-swizzled place (wgmma.cuh), rows outside the unit's keys or
-// in unmapped blocks zero-filled and left out of the stage's loaded-keys word. With 16-bit caches
-// Q comes as one box per 64-channel panel of a tensor map of the call's Q (encode_q_map), its
-// bytes counted on the slot's "full" barrier; with 8-bit caches every producer thread loads its
-// Q chunks with cp.async. Completion is counted on mbarriers (each producer thread's tile
-// cp.async tracked on the stage's "full" barrier);
+// then gathers the unit's 64-key K and V tiles from the pages into a kStages ring at their
+// 128-byte-swizzled places (wgmma.cuh), rows outside the unit's keys or in unmapped blocks
+// zero-filled and left out of the stage's loaded-keys word. With 16-bit caches Q comes as one box
+// per 64-channel panel of a tensor map of the call's Q (encode_q_map), its bytes counted on the
+// slot's "full" barrier, and a tile's 16-key run wholly in the unit's keys and mapped as one page
+// box per 64-channel panel (kv_page_maps, encode_kv_page_maps), as LATENT's Hopper kernels load
+// theirs; any other run, and with 8-bit caches Q, come with every producer thread's 16-byte
+// cp.async. Completion is counted on mbarriers (each producer thread's tile cp.async tracked on,
+// and the boxes' bytes announced to, the stage's "full" barrier);
 // consumers free a stage on its "empty" barrier once their wgmmas have read it. The producer thus
 // runs up to kStages tiles and one unit ahead of the consumers, across units.
 // 8-bit caches (int8, fp8 e4m3): the producer stages each thread's codes (8 bytes of a row, the
@@ -418,11 +420,12 @@ __device__ __forceinline__ bool hopper_work_before_wait(const prefill_params &P,
 }
 
 // The producer warpgroup: units and their Q rows into the unit slots, their K/V tiles into the
-// stage ring, until the schedule runs out (then a slot says done).
+// stage ring, until the schedule runs out (then a slot says done). maps: the call's page and query
+// maps (16-bit caches).
 template <typename T, typename C, int DMAX>
 __device__ __forceinline__ void hopper_produce(const prefill_params &P,
                                                const hopper_smem<C, DMAX> &S,
-                                               const CUtensorMap *q_map) {
+                                               const kv_page_maps &maps) {
   using G = hopper_geometry<C, DMAX>;
   // thread (run, chunk) loads 16-byte chunk `chunk` of kRunRows consecutive rows of each tile: a
   // run lies in one page (tiles start at multiples of 64 keys, kRunRows divides 16 <= block_size)
@@ -508,7 +511,7 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
         mbarrier_expect_bytes(S.unit_full(unit_pos.slot), (uint32_t)P.q_box_bytes);
 #pragma unroll
         for (int panel = 0; panel < kPanels; panel++)
-          q_box_load(q_slot + panel * kHopperRows * 128, q_map, S.unit_full(unit_pos.slot),
+          q_box_load(q_slot + panel * kHopperRows * 128, &maps.q, S.unit_full(unit_pos.slot),
                      panel * kPageBoxChannels, rows.first_head, (int)rows.first_token);
       }
     } else {
@@ -570,18 +573,25 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
       const int64_t key = tile * kPrefillTileKeys + run * kRunRows;
       return key < key_end ? kv_block_entry(P.kv, table_row, key) : -1;
     };
-    // This thread's run of `tile` in block block_id: its rows' loaded-key bits (in the unit's
-    // keys and mapped) and the byte offset of its chunk in the run's first row (rows are slot_bytes
-    // apart); a thread's chunk is 16 bytes of T, or the 8 codes of those channels. A chunk past
-    // head_size or an unmapped block loads no row, from offset 0 (the cache's first row).
-    auto run_source = [&](int64_t tile, int32_t block_id, uint32_t *valid) -> int64_t {
-      *valid = 0u;
-      if (!real_chunk || block_id < 0) return 0;
+    // The loaded-key bits of this thread's run of `tile` in block block_id (its rows in the unit's
+    // keys and mapped), whatever the thread's chunk
+    auto run_bits = [&](int64_t tile, int32_t block_id) -> uint32_t {
+      if (block_id < 0) return 0u;
       const int64_t key0 = tile * kPrefillTileKeys + run * kRunRows;
       const int first_valid =
           (int)max((int64_t)0, min((int64_t)kRunRows, keys_union.lo - key0));
       const int end_valid = (int)max((int64_t)0, min((int64_t)kRunRows, key_end - key0));
-      *valid = ((1u << end_valid) - 1u) & ~((1u << first_valid) - 1u);
+      return ((1u << end_valid) - 1u) & ~((1u << first_valid) - 1u);
+    };
+    // This thread's run of `tile` in block block_id: the rows its chunk loads (run_bits) and the
+    // byte offset of its chunk in the run's first row (rows are slot_bytes apart); a thread's chunk
+    // is 16 bytes of T, or the 8 codes of those channels. A chunk past head_size or an unmapped
+    // block loads no row, from offset 0 (the cache's first row).
+    auto run_source = [&](int64_t tile, int32_t block_id, uint32_t *valid) -> int64_t {
+      *valid = 0u;
+      if (!real_chunk || block_id < 0) return 0;
+      const int64_t key0 = tile * kPrefillTileKeys + run * kRunRows;
+      *valid = run_bits(tile, block_id);
       return kv_row_offset(P.kv, block_id, key0, w.kv_head) * (int64_t)sizeof(C) +
              chunk * 8 * (int)sizeof(C);
     };
@@ -665,6 +675,11 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
         staged_valid[G::kStagingSlots - 1] = stage_codes(slot);  // into the slot just read
       }
     } else {
+      // A whole run (every row loaded) goes as one page box per 64-channel panel, as in LATENT's
+      // Hopper kernels: the copy engine takes the issue slots that 16 cp.async per thread took,
+      // and writes zeros for channels past head_size as the cp.async path does
+      static_assert(kRunRows == kPageBoxRows, "a whole run is one page box's rows");
+      static_assert(G::kChunks % 8 == 0, "each panel's box has its thread, chunk 8 p");
       for (int64_t tile = tile_begin; tile < tile_end; tile += G::kTileSpan) {
         const int32_t block_id = kv_block_mapped(P.kv, next_entry);
         if (tile + G::kTileSpan < tile_end) next_entry = entry(tile + G::kTileSpan);
@@ -672,22 +687,41 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
         // The run's rows from its first one: inside the cache whether loaded or not, so no row
         // picks its address by its fill; a row not filled reads nothing (src-size 0)
         const int64_t offset = run_source(tile, block_id, &valid);
-        // K, then V: with split stages a stage's K is freed a turn before its V (hopper_consume)
-        auto load_rows = [&](const unsigned char *rows, unsigned char *tile_smem) {
+        // the same for every thread of the run, chunks past head_size included
+        const bool whole = run_bits(tile, block_id) == (1u << kRunRows) - 1u;
+        const int page_row =
+            (int)((tile * kPrefillTileKeys + run * kRunRows) & (int64_t)(P.kv.block_size - 1));
+        // K, then V: with split stages a stage's K is freed a turn before its V (hopper_consume).
+        // A box lands at chunk 8 p of the run's first row (a multiple of 8 rows into the 1024-byte
+        // aligned tile): its row r at r * 128 from there, chunk c at c ^ r % 8, as wgmma.cuh's
+        // layout. Its issuing thread announces the bytes on `full` before its own arrive, so the
+        // phase cannot complete without them.
+        auto load_rows = [&](const unsigned char *rows, unsigned char *tile_smem,
+                             const CUtensorMap *map, uint64_t *full) {
+          if (whole) {
+            if (chunk % 8 == 0) {  // panel chunk / 8
+              mbarrier_expect_bytes(full, kPageBoxBytes);
+              page_box_load(
+                  tile_smem + swizzle128_chunk_offset(G::kTileKeys, run * kRunRows, chunk), map,
+                  full, chunk / 8 * kPageBoxChannels, w.kv_head, page_row, block_id);
+            }
+          } else {
 #pragma unroll
-          for (int i = 0; i < kRunRows; i++)
-            cp_async_16(tile_smem + swizzle128_chunk_offset(G::kTileKeys, run * kRunRows + i, chunk),
-                        rows + i * slot_bytes, valid >> i & 1u);
+            for (int i = 0; i < kRunRows; i++)
+              cp_async_16(
+                  tile_smem + swizzle128_chunk_offset(G::kTileKeys, run * kRunRows + i, chunk),
+                  rows + i * slot_bytes, valid >> i & 1u);
+          }
         };
         mbarrier_wait(S.k_empty(tile_pos.slot), tile_pos.phase ^ 1u);
-        load_rows(k_base + offset, S.k_tile(tile_pos.slot));
+        load_rows(k_base + offset, S.k_tile(tile_pos.slot), &maps.k, S.k_full(tile_pos.slot));
         write_run_bits(tile_pos.slot, valid);
         if constexpr (G::kSplitStages) {
           mbarrier_track_cp_async(S.k_full(tile_pos.slot));
           mbarrier_arrive(S.k_full(tile_pos.slot));
           mbarrier_wait(S.v_empty(tile_pos.slot), tile_pos.phase ^ 1u);
         }
-        load_rows(v_base + offset, S.v_tile(tile_pos.slot));
+        load_rows(v_base + offset, S.v_tile(tile_pos.slot), &maps.v, S.v_full(tile_pos.slot));
         mbarrier_track_cp_async(S.v_full(tile_pos.slot));
         mbarrier_arrive(S.v_full(tile_pos.slot));
         tile_pos.advance();
@@ -901,11 +935,12 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P,
 
 #endif  // PA_SM90A
 
-// A persistent grid of one CTA per multiprocessor; the producer takes the units. q_map: the call's
-// query map (encode_q_map) for 16-bit caches; unused (zero) for 8-bit ones.
+// A persistent grid of one CTA per multiprocessor; the producer takes the units. maps: the call's
+// page maps of the caches (encode_kv_page_maps) and query map (encode_q_map) for 16-bit caches;
+// unused (zero) for 8-bit ones.
 template <typename T, typename C, int DMAX>
 __global__ void __launch_bounds__(kHopperThreads, 1)
-    prefill_hopper_kernel(const prefill_params P, const __grid_constant__ CUtensorMap q_map) {
+    prefill_hopper_kernel(const prefill_params P, const __grid_constant__ kv_page_maps maps) {
 #if PA_SM90A
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   using G = hopper_geometry<C, DMAX>;
@@ -929,7 +964,7 @@ __global__ void __launch_bounds__(kHopperThreads, 1)
   wait_for_previous_kernel();
   if (threadIdx.x < kHopperWarpgroupThreads) {
     warpgroup_registers_release<G::kProducerRegisters>();
-    hopper_produce<T, C, DMAX>(P, S, &q_map);
+    hopper_produce<T, C, DMAX>(P, S, maps);
   } else {
     warpgroup_registers_claim<G::kConsumerRegisters>();
     hopper_consume<T, C, DMAX>(P, S);
@@ -943,7 +978,7 @@ cudaError_t prefill_hopper_set_smem(int smem_bytes);
 template <typename T, typename C, int DMAX>
 cudaError_t prefill_hopper_occupancy(int smem_bytes, int *ctas_per_sm);
 template <typename T, typename C, int DMAX>
-cudaError_t prefill_hopper_launch(const prefill_params &P, const CUtensorMap &q_map, dim3 grid,
+cudaError_t prefill_hopper_launch(const prefill_params &P, const kv_page_maps &maps, dim3 grid,
                                   int smem_bytes, cudaStream_t stream, bool chained);
 
 #define PA_PREFILL_HOPPER_INSTANTIATE(T, C, DMAX)                                                  \
@@ -959,11 +994,11 @@ cudaError_t prefill_hopper_launch(const prefill_params &P, const CUtensorMap &q_
   }                                                                                                \
   template <>                                                                                      \
   cudaError_t prefill_hopper_launch<T, C, DMAX>(const prefill_params &P,                          \
-                                                const CUtensorMap &q_map, dim3 grid,               \
+                                                const kv_page_maps &maps, dim3 grid,               \
                                                 int smem_bytes, cudaStream_t stream,               \
                                                 bool chained) {                                    \
     return launch_chained(prefill_hopper_kernel<T, C, DMAX>, grid, kHopperThreads,                 \
-                          (size_t)smem_bytes, stream, chained, P, q_map);                          \
+                          (size_t)smem_bytes, stream, chained, P, maps);                           \
   }
 
 }  // namespace detail
