@@ -13,7 +13,7 @@ rm -rf /tmp/diag && mkdir -p /tmp/diag &&
  ninja -C build-d bench/pa_bench_prefill > $O/build-d.log 2>&1 || echo "diag build failed") &
 rm -rf build-v && meson setup build-v -Dgpu_archs=90a -Dbuildtype=release > $O/setup-v.log 2>&1 &&
   ninja -C build-v > $O/build-v.log 2>&1 || { tail -30 $O/build-v.log; exit 1; }
-timeout 300 meson test -C build-v --suite gpu --num-processes 3 --print-errorlogs > $O/suite.txt 2>&1
+timeout 360 meson test -C build-v --suite gpu --print-errorlogs > $O/suite.txt 2>&1
 echo "suite rc $?" >> $O/suite.txt
 cp build-v/meson-logs/testlog.txt $O/suite-testlog.txt
 wait
