@@ -603,6 +603,13 @@ int main(int argc, char **argv) {
     s = uniform("causal 1x8k block 256", 1, 8192, 0);
     s.block_size = 256;
     plain.push_back(s);
+    // the other head sizes of issue 18's Hopper shapes (labels that --only "causal 1x8k" misses)
+    s = uniform("causal 8k, d256", 1, 8192, 0);
+    s.head_size = 256;
+    plain.push_back(s);
+    s = uniform("causal 8k, d64", 1, 8192, 0);
+    s.head_size = 64;
+    plain.push_back(s);
   }
   for (const step_shape &s : plain)
     if (wanted(s.label)) bench_step(s, all_three, unfused, stream, seed++, &failures);
