@@ -604,10 +604,10 @@ int main(int argc, char **argv) {
     s.block_size = 256;
     plain.push_back(s);
     // the other head sizes of issue 18's Hopper shapes (labels that --only "causal 1x8k" misses)
-    s = uniform("causal 8k, d256", 1, 8192, 0);
+    s = uniform("causal 8k d256", 1, 8192, 0);
     s.head_size = 256;
     plain.push_back(s);
-    s = uniform("causal 8k, d64", 1, 8192, 0);
+    s = uniform("causal 8k d64", 1, 8192, 0);
     s.head_size = 64;
     plain.push_back(s);
   }
