@@ -95,8 +95,9 @@ static void matrix(gpu_matrix_result *all, int quick) {
     RUN_QUICK_OR_FULL(*all, heads, q, f);
   }
 
-  /* GQA groups 1, 3 (not a power of two), 4, 6, 8, 16, 32: the group's heads times the query
-   * tokens share the M dimension */
+  /* GQA groups 1, 3 (not a power of two), 4, 6, 8, 16, 32, 64 and 128: the group's heads times
+   * the query tokens share the M dimension (a row block of 128 rows is one token's heads at 128,
+   * so the Hopper kernel's second warpgroup holds heads 64.. of the same token) */
   gpu_case groups = gpu_case_default("prefill_groups");
   groups.kv_num_heads = 2;
   groups.scale = 0.5f;
@@ -105,7 +106,7 @@ static void matrix(gpu_matrix_result *all, int quick) {
   groups.max_past_len = quick ? 80 : 200;
   {
     const gpu_axis q[] = {GPU_AXIS(num_heads, 2, 6, 32, 64)};
-    const gpu_axis f[] = {GPU_AXIS(num_heads, 2, 6, 8, 12, 16, 32, 64),
+    const gpu_axis f[] = {GPU_AXIS(num_heads, 2, 6, 8, 12, 16, 32, 64, 128, 256),
                           GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16)};
     RUN_QUICK_OR_FULL(*all, groups, q, f);
   }
