@@ -50,6 +50,10 @@ struct latent_variant {
                         int smem_bytes, cudaStream_t stream, bool chained);
 };
 
+// The maps a variant's kernel loads: pages of the latent cache alone (the values are its rows'
+// first channels) and Q.
+step_boxes boxes_of(const latent_variant &v) { return {v.page_boxes, false, v.q_boxes}; }
+
 // The mma.sync kernels load with cp.async alone and take no maps.
 template <cudaError_t (*kLaunch)(const prefill_params &, dim3, int, cudaStream_t, bool)>
 cudaError_t launch_without_maps(const prefill_params &P, const kv_page_maps &, dim3 grid,
@@ -240,16 +244,9 @@ pa_status latent_plan(pa_plan *plan, int setup_device) {
                             g.heads_per_block * g.tokens_per_block;
   const prefill_params &P = s->params;
   if (setup_device && (s->variant.page_boxes || s->variant.q_boxes)) {
-    // the encoder (with page boxes, plan_kv_page_maps's trial maps), and a query map over a
-    // placeholder address, as plan_kv_page_maps's trial
-    pa_status st = s->variant.page_boxes
-                       ? plan_kv_page_maps(P.kv, false, "LATENT", &s->page_map_encoder)
-                       : resolve_tensor_map_encoder("LATENT", "query boxes", &s->page_map_encoder);
-    CUtensorMap trial;
-    if (st == PA_SUCCESS && s->variant.q_boxes)
-      st = encode_q_map(s->page_map_encoder, reinterpret_cast<const void *>(uintptr_t{1} << 20),
-                        pa__query_row_elems(p), p->head_size, p->num_heads, p->token_count, g,
-                        "LATENT", &trial);
+    const pa_status st = plan_step_maps(boxes_of(s->variant), P.kv, pa__query_row_elems(p),
+                                        p->head_size, p->num_heads, p->token_count, g, "LATENT",
+                                        &s->page_map_encoder);
     if (st != PA_SUCCESS) return st;
   }
 
@@ -289,13 +286,9 @@ pa_status latent_run(const pa_plan *plan, const pa__io *io, pa__stream stream) {
   if (s->merge_in_kernel)
     P.merge_arrivals =
         (unsigned int *)pa__workspace_at(&plan->workspace, plan->arrivals_region, io->workspace);
-  kv_page_maps maps = {};  // the latent cache only (values are its first channels), and Q
-  pa_status st = PA_SUCCESS;
-  if (s->variant.page_boxes)  // (zeroes the whole struct first)
-    st = encode_kv_page_maps(s->page_map_encoder, P.kv, P.k_cache, nullptr, "LATENT", &maps);
-  if (st == PA_SUCCESS && s->variant.q_boxes)
-    st = encode_q_map(s->page_map_encoder, P.q, P.q_row_stride, P.kv.head_size, P.num_heads,
-                      P.token_count, s->geometry, "LATENT", &maps.q);
+  kv_page_maps maps;
+  const pa_status st =
+      encode_step_maps(s->page_map_encoder, boxes_of(s->variant), P, s->geometry, "LATENT", &maps);
   if (st != PA_SUCCESS) return st;
   const cudaError_t err = launch_row_block_step(
       *s, P,

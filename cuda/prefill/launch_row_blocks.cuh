@@ -23,7 +23,7 @@ namespace pa {
 namespace detail {
 
 // The driver's tensor-map encoder (cuTensorMapEncodeTiled), resolved by a plan whose kernel loads
-// page boxes (plan_kv_page_maps) or Q boxes (the PREFILL and LATENT Hopper kernels, encode_q_map).
+// page or Q boxes (plan_step_maps: the PREFILL and LATENT Hopper kernels).
 using kv_page_map_encoder = PFN_cuTensorMapEncodeTiled_v12000;
 
 // Fixed at plan time; each backend's state adds its kernel variant.
@@ -211,18 +211,49 @@ inline pa_status resolve_tensor_map_encoder(const char *backend, const char *wha
   return PA_SUCCESS;
 }
 
-// At plan time, for a plan on a device whose kernel loads page boxes: the driver's encoder,
-// resolved through the runtime (the library does not link libcuda itself), and the maps encoded
-// once over a placeholder address, so that every rule of the encoder but the caches' addresses is
-// checked here; the write path checks their 16-byte alignment before a step launches anything.
-inline pa_status plan_kv_page_maps(const paged_kv_layout &kv, bool has_value_cache,
-                                   const char *backend, kv_page_map_encoder *encoder) {
-  const pa_status st = resolve_tensor_map_encoder(backend, "page boxes", encoder);
-  if (st != PA_SUCCESS) return st;
-  const void *placeholder = reinterpret_cast<const void *>(uintptr_t{1} << 20);  // 16-byte aligned
+// The boxes a Hopper kernel loads through tensor maps of the call's tensors (kv_page_maps): whole
+// page runs of the caches (with the value cache, or without: LATENT's values are its latent
+// rows) and each row block's Q.
+struct step_boxes {
+  bool pages, values, q;
+};
+
+// At plan time, for a plan on a device whose kernel loads boxes: the driver's encoder, resolved
+// through the runtime (the library does not link libcuda itself), and the maps encoded once over
+// a placeholder address (16-byte aligned), so that every rule of the encoder but the tensors'
+// addresses is checked here; the write path checks the caches' 16-byte alignment before a step
+// launches anything. q_row_stride, head_size, num_heads, token_count and g: the query map's.
+inline pa_status plan_step_maps(const step_boxes &b, const paged_kv_layout &kv,
+                                int64_t q_row_stride, int head_size, int num_heads,
+                                int64_t token_count, const row_geometry &g, const char *backend,
+                                kv_page_map_encoder *encoder) {
+  pa_status st = resolve_tensor_map_encoder(backend, b.pages ? "page boxes" : "query boxes",
+                                            encoder);
+  const void *placeholder = reinterpret_cast<const void *>(uintptr_t{1} << 20);
   kv_page_maps trial;
-  return encode_kv_page_maps(*encoder, kv, placeholder, has_value_cache ? placeholder : nullptr,
-                             backend, &trial);
+  if (st == PA_SUCCESS && b.pages)
+    st = encode_kv_page_maps(*encoder, kv, placeholder, b.values ? placeholder : nullptr, backend,
+                             &trial);
+  if (st == PA_SUCCESS && b.q)
+    st = encode_q_map(*encoder, placeholder, q_row_stride, head_size, num_heads, token_count, g,
+                      backend, &trial.q);
+  return st;
+}
+
+// A step's maps (P: the call's tensors filled in), zero where the kernel loads no such boxes: host
+// work only (no device call, no synchronization), a microsecond or two.
+inline pa_status encode_step_maps(kv_page_map_encoder encode, const step_boxes &b,
+                                  const prefill_params &P, const row_geometry &g,
+                                  const char *backend, kv_page_maps *maps) {
+  memset(maps, 0, sizeof *maps);
+  pa_status st = PA_SUCCESS;
+  if (b.pages)
+    st = encode_kv_page_maps(encode, P.kv, P.k_cache, b.values ? P.v_cache : nullptr, backend,
+                             maps);
+  if (st == PA_SUCCESS && b.q)
+    st = encode_q_map(encode, P.q, P.q_row_stride, P.kv.head_size, P.num_heads, P.token_count, g,
+                      backend, &maps->q);
+  return st;
 }
 
 // One step: P (the plan's parameters with the call's tensors filled in) gets the workspace regions,

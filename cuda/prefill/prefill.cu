@@ -44,7 +44,7 @@ struct prefill_state : row_block_launch {
   prefill_variant variant;
   row_geometry geometry;
   // the wgmma kernel with a 16-bit cache: Q and whole K/V runs as boxes of maps encoded each call
-  bool boxes;
+  step_boxes boxes;
 };
 
 // The mma.sync kernels take no maps.
@@ -158,18 +158,12 @@ pa_status prefill_plan(pa_plan *plan, int setup_device) {
   s->chained = plan->caps.compute_capability_major >= 9;
   const row_geometry g = row_geometry_of(p, s->variant);
   s->geometry = g;
-  s->boxes = s->variant.family == PREFILL_WGMMA && pa_dtype_size(p->k_cache_dtype) == 2;
-  if (setup_device && s->boxes) {
-    // the encoder with plan_kv_page_maps's trial page maps, and a query map encoded once over a
-    // placeholder address (16-byte aligned), so that every rule of the encoder but the tensors'
-    // addresses is checked here (a plan for described device_caps never runs)
-    pa_status st =
-        plan_kv_page_maps(paged_kv_layout_of(*p), true, "PREFILL", &s->page_map_encoder);
-    CUtensorMap trial;
-    if (st == PA_SUCCESS)
-      st = encode_q_map(s->page_map_encoder, reinterpret_cast<const void *>(uintptr_t{1} << 20),
-                        pa__query_row_elems(p), p->head_size, p->num_heads, p->token_count, g,
-                        "PREFILL", &trial);
+  const bool boxes = s->variant.family == PREFILL_WGMMA && pa_dtype_size(p->k_cache_dtype) == 2;
+  s->boxes = {boxes, boxes, boxes};
+  if (setup_device && boxes) {  // (a plan for described device_caps never runs)
+    const pa_status st = plan_step_maps(s->boxes, paged_kv_layout_of(*p), pa__query_row_elems(p),
+                                        p->head_size, p->num_heads, p->token_count, g, "PREFILL",
+                                        &s->page_map_encoder);
     if (st != PA_SUCCESS) return st;
   }
   const int64_t tiles_per_split = tiles_per_split_for(p, &plan->caps, s->variant, g);
@@ -190,7 +184,7 @@ pa_status prefill_plan(pa_plan *plan, int setup_device) {
                         {p->kv_num_heads, p->group_size, p->head_size, p->v_quant, g,
                          tiles_per_split, slots, kRegionNames},
                         s);
-  if (s->boxes)  // every panel's box, out-of-bounds channels (landed as zeros) included
+  if (s->boxes.q)  // every panel's box, out-of-bounds channels (landed as zeros) included
     s->params.q_box_bytes = prefill_dmax(p->head_size) / kPageBoxChannels * kPageBoxChannels * 2 *
                             g.heads_per_block * g.tokens_per_block;
   const prefill_params &P = s->params;
@@ -226,16 +220,10 @@ pa_status prefill_run(const pa_plan *plan, const pa__io *io, pa__stream stream) 
   const prefill_state *s = (const prefill_state *)plan->backend_state;
   prefill_params P = s->params;
   set_call_inputs(P, io);
-  kv_page_maps maps;  // zero unless the kernel loads boxes
-  memset(&maps, 0, sizeof maps);
-  if (s->boxes) {
-    pa_status st = encode_kv_page_maps(s->page_map_encoder, P.kv, P.k_cache, P.v_cache,
-                                       "PREFILL", &maps);
-    if (st == PA_SUCCESS)
-      st = encode_q_map(s->page_map_encoder, P.q, P.q_row_stride, P.kv.head_size, P.num_heads,
-                        P.token_count, s->geometry, "PREFILL", &maps.q);
-    if (st != PA_SUCCESS) return st;
-  }
+  kv_page_maps maps;
+  const pa_status st =
+      encode_step_maps(s->page_map_encoder, s->boxes, P, s->geometry, "PREFILL", &maps);
+  if (st != PA_SUCCESS) return st;
   const cudaError_t err = launch_row_block_step(
       *s, P,
       [&](const prefill_params &Q, dim3 grid, int smem_bytes, cudaStream_t st, bool chained) {
