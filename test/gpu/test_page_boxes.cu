@@ -1,6 +1,6 @@
 /* The copy engine's page boxes alone (kv_page_maps, cuda/common/bulk_copy.cuh), so that a wrong
  * tensor map, box coordinate or swizzle shows here rather than as a wrong attention output: the
- * launchers' plan_kv_page_maps and encode_kv_page_maps over caches of hashed 16-bit values (keys,
+ * launchers' plan_step_maps and encode_kv_page_maps over caches of hashed 16-bit values (keys,
  * and values where PREFILL has them: each through its own map), then the boxes of one page run
  * (16 rows of one KV head in one block, every 64 channels) into a 1024-byte aligned shared tile,
  * compared element by element with where the cp.async producers put the same rows
@@ -81,7 +81,8 @@ bool check(const char *name, int head_size, int kv_heads, int block_size, int nu
   cudaMemcpy(d_cache, cache.data(), cache.size() * 2, cudaMemcpyHostToDevice);
   kv_page_map_encoder encoder = nullptr;
   kv_page_maps maps;
-  if (plan_kv_page_maps(kv, with_values, name, &encoder) != PA_SUCCESS ||
+  if (plan_step_maps({true, with_values, false}, kv, 0, 0, 0, 0, row_geometry{}, name,
+                     &encoder) != PA_SUCCESS ||
       encode_kv_page_maps(encoder, kv, d_cache, with_values ? d_cache + elements : nullptr, name,
                           &maps) != PA_SUCCESS) {
     char why[512];
