@@ -24,7 +24,8 @@ namespace detail {
 // head_size land as zeros.
 struct kv_page_maps {
   CUtensorMap k, v;
-  CUtensorMap q;  // LATENT's Hopper kernels: the call's Q (encode_q_map), boxes of a row block
+  CUtensorMap q;    // the Hopper kernels' Q (encode_q_map), boxes of a row block
+  CUtensorMap out;  // the PREFILL Hopper kernel's output (encode_output_map), boxes of 64 rows
 };
 constexpr int kPageBoxChannels = 64;  // 128 bytes: the widest box a 128-byte swizzle takes
 constexpr int kPageBoxRows = 16;      // the smallest page
@@ -87,6 +88,27 @@ __device__ __forceinline__ void q_box_load(void *dst_shared, const CUtensorMap *
       " [%0], [%1, {%3, %4, %5}], [%2];" ::"r"(shared_address(dst_shared)),
       "l"(map), "r"(shared_address(barrier)), "r"(channel), "r"(head), "r"(token)
       : "memory");
+}
+
+// Box (channel, head, token) of an output map (encode_output_map: 64 channels x a warpgroup's 64
+// rows, 128-byte swizzled) <- shared memory at src (1024-byte aligned), in the thread's current
+// bulk group; channels, heads and tokens past the tensor's bounds are not written.
+__device__ __forceinline__ void output_box_store(const CUtensorMap *map, const void *src_shared,
+                                                 int channel, int head, int token) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(map),
+      "r"(shared_address(src_shared)), "r"(channel), "r"(head), "r"(token)
+      : "memory");
+}
+
+// Closes the thread's bulk group (its stores then go out while the thread runs on).
+__device__ __forceinline__ void bulk_group_commit() {
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+
+// Waits until every committed bulk store of the thread has read its shared memory.
+__device__ __forceinline__ void bulk_group_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 }
 
 // shared -> global, in the thread's current bulk group.

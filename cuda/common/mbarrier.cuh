@@ -39,6 +39,13 @@ __device__ __forceinline__ void mbarrier_arrive(uint64_t *barrier) {
                : "memory");
 }
 
+// `count` arrivals at once (a thread arriving for its warpgroup's warps).
+__device__ __forceinline__ void mbarrier_arrive_count(uint64_t *barrier, uint32_t count) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(barrier)),
+               "r"(count)
+               : "memory");
+}
+
 // Waits until the phase of parity `parity` has completed (acquire). A fresh barrier is in phase
 // 0, so waiting for parity 1 returns at once: a ring's "slot free" barriers start that way.
 __device__ __forceinline__ void mbarrier_wait(uint64_t *barrier, uint32_t parity) {

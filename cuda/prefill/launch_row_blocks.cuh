@@ -127,6 +127,27 @@ inline void plan_row_block_launch(pa_plan *plan, const row_block_plan &R, row_bl
   M.is_quantized_cache = pa_dtype_size(p->k_cache_dtype) == 1;
 }
 
+// One 128-byte-swizzled tensor map of 16-bit elements, every element stride 1: the form of each
+// map below. cuTensorMapEncodeTiled is a driver call, and on a thread with no current context (a
+// plan made before the thread's first CUDA call, a step on a fresh thread) it fails with
+// CUDA_ERROR_INVALID_CONTEXT; the runtime makes the device's primary context current at a thread's
+// first call that needs one, as the step's launch would, and cudaFree(nullptr) is such a call that
+// does nothing else (no graph capture runs on such a thread: a capture begins with a runtime call).
+inline CUresult encode_swizzled_map(kv_page_map_encoder encode, CUtensorMap *map, cuuint32_t rank,
+                                    const void *address, const cuuint64_t *dims,
+                                    const cuuint64_t *strides, const cuuint32_t *box,
+                                    CUtensorMapL2promotion l2_promotion) {
+  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  auto once = [&] {
+    return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, rank, const_cast<void *>(address), dims,
+                  strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                  CU_TENSOR_MAP_SWIZZLE_128B, l2_promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  };
+  CUresult r = once();
+  if (r == CUDA_ERROR_INVALID_CONTEXT && cudaFree(nullptr) == cudaSuccess) r = once();
+  return r;
+}
+
 // A call's kv_page_maps (bulk_copy.cuh) for 16-bit caches of geometry kv: host work only (no
 // device call, no synchronization), about a microsecond. With no blocks nothing is ever loaded
 // through them, and they stay zero; so does the value map without a value cache (LATENT).
@@ -141,7 +162,6 @@ inline pa_status encode_kv_page_maps(kv_page_map_encoder encode, const paged_kv_
   const cuuint64_t strides[3] = {row_bytes, row_bytes * kv.kv_num_heads,
                                  row_bytes * kv.kv_num_heads * kv.block_size};
   const cuuint32_t box[4] = {kPageBoxChannels, 1, kPageBoxRows, 1};
-  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
   const struct {
     CUtensorMap *map;
     const void *cache;
@@ -149,11 +169,8 @@ inline pa_status encode_kv_page_maps(kv_page_map_encoder encode, const paged_kv_
   } caches[2] = {{&maps->k, k_cache, "key_cache"}, {&maps->v, v_cache, "value_cache"}};
   for (const auto &c : caches) {
     if (!c.cache) continue;
-    const CUresult r =
-        encode(c.map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, const_cast<void *>(c.cache), dims,
-               strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    const CUresult r = encode_swizzled_map(encode, c.map, 4, c.cache, dims, strides, box,
+                                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
     if (r != CUDA_SUCCESS)
       return pa__fail(PA_ERROR_CUDA,
                       "%s: cuTensorMapEncodeTiled(%s at %p, %lld blocks x %d rows x %d heads x %d "
@@ -180,11 +197,8 @@ inline pa_status encode_q_map(kv_page_map_encoder encode, const void *q, int64_t
   const cuuint64_t strides[2] = {(cuuint64_t)head_size * 2, (cuuint64_t)q_row_stride * 2};
   const cuuint32_t box[3] = {kPageBoxChannels, (cuuint32_t)g.heads_per_block,
                              (cuuint32_t)g.tokens_per_block};
-  const cuuint32_t element_strides[3] = {1, 1, 1};
-  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, const_cast<void *>(q), dims,
-                            strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r = encode_swizzled_map(encode, map, 3, q, dims, strides, box,
+                                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
   if (r != CUDA_SUCCESS)
     return pa__fail(PA_ERROR_CUDA,
                     "%s: cuTensorMapEncodeTiled(query at %p, %lld tokens of %lld elements, %d "
@@ -192,6 +206,24 @@ inline pa_status encode_q_map(kv_page_map_encoder encode, const void *q, int64_t
                     backend, q, (long long)token_count, (long long)q_row_stride, num_heads,
                     head_size, g.heads_per_block, g.tokens_per_block, (int)r);
   return PA_SUCCESS;
+}
+
+// A call's output map for the PREFILL Hopper kernel's box stores (output_box_store): the output
+// (token_count tokens of num_heads x head_size 16-bit elements, dense) as a 3-D tensor, innermost
+// first (channel, head, token), each box 64 channels of box_heads heads of 64 / box_heads tokens:
+// a consumer warpgroup's 64 rows (token-major, as a row block's), one 128-byte panel of its half
+// of a Q slot. Returns false (the caller stores the rows itself) where the encoder refuses it.
+// Host work only, as encode_kv_page_maps.
+inline bool encode_output_map(kv_page_map_encoder encode, void *output, int head_size,
+                              int num_heads, int64_t token_count, int box_heads, CUtensorMap *map) {
+  memset(map, 0, sizeof *map);
+  if (token_count == 0) return false;
+  const cuuint64_t dims[3] = {(cuuint64_t)head_size, (cuuint64_t)num_heads,
+                              (cuuint64_t)token_count};
+  const cuuint64_t strides[2] = {(cuuint64_t)head_size * 2, (cuuint64_t)head_size * num_heads * 2};
+  const cuuint32_t box[3] = {kPageBoxChannels, (cuuint32_t)box_heads, (cuuint32_t)(64 / box_heads)};
+  return encode_swizzled_map(encode, map, 3, output, dims, strides, box,
+                             CU_TENSOR_MAP_L2_PROMOTION_NONE) == CUDA_SUCCESS;
 }
 
 // The driver's tensor-map encoder, resolved through the runtime (the library does not link

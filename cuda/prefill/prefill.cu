@@ -45,6 +45,10 @@ struct prefill_state : row_block_launch {
   row_geometry geometry;
   // the wgmma kernel with a 16-bit cache: Q and whole K/V runs as boxes of maps encoded each call
   step_boxes boxes;
+  // with boxes, and a row block whose heads split into two warpgroups' boxes of 64 rows (a power
+  // of two up to 64 heads, or 128): whole warpgroups' rows stored as output boxes, each call whose
+  // output is 16-byte aligned (params.output_box_heads: the box's heads)
+  bool output_boxes;
 };
 
 // The mma.sync kernels take no maps.
@@ -78,15 +82,19 @@ prefill_variant wgmma_variant() {
 }
 
 // The family a problem runs on: wgmma on a device of compute capability 9.0 (whose sm_90a cubin
-// this build holds) for head sizes above 64, every cache type (8-bit caches converted to fp16 by
-// the kernel's producer), else mma.sync.
+// this build holds) for head sizes above 64 with every cache type (8-bit caches converted to fp16
+// by the kernel's producer) and for head size 64 with 16-bit caches, else mma.sync. (At 64
+// channels an 8-bit tile of 64 keys would give each producer thread runs of 4 rows, whose
+// loaded-keys bits are not whole bytes; head sizes below 64, whose 64-channel boxes would be wider
+// than the tensors, have not run on the 64-channel kernel: both stay on mma.sync.)
 // PA_PREFILL_KERNEL=mma.sync keeps every plan on mma.sync (for measurements and tests that compare
 // the two).
 prefill_family family_for(const pa__problem *p, const pa_device_caps *caps) {
   const char *env = getenv("PA_PREFILL_KERNEL");
   if (env && strcmp(env, "mma.sync") == 0) return PREFILL_MMA_SYNC;
-  return runs_sm90a_kernels(caps) && prefill_dmax(p->head_size) >= 128 ? PREFILL_WGMMA
-                                                                       : PREFILL_MMA_SYNC;
+  const bool wgmma_built =
+      p->head_size > 64 || (p->head_size == 64 && pa_dtype_size(p->k_cache_dtype) == 2);
+  return runs_sm90a_kernels(caps) && wgmma_built ? PREFILL_WGMMA : PREFILL_MMA_SYNC;
 }
 
 bool variant_for(const pa__problem *p, const pa_device_caps *caps, prefill_variant *v) {
@@ -96,6 +104,12 @@ bool variant_for(const pa__problem *p, const pa_device_caps *caps, prefill_varia
     using C = decltype(c);
     const int dmax = prefill_dmax(p->head_size);
     if (family == PREFILL_WGMMA) {
+      if constexpr (sizeof(C) == 2) {
+        if (dmax == 64) {
+          *v = wgmma_variant<T, C, 64>();
+          return;
+        }
+      }
       *v = dmax == 128 ? wgmma_variant<T, C, 128>() : wgmma_variant<T, C, 256>();
       return;
     }
@@ -184,6 +198,9 @@ pa_status prefill_plan(pa_plan *plan, int setup_device) {
                         {p->kv_num_heads, p->group_size, p->head_size, p->v_quant, g,
                          tiles_per_split, slots, kRegionNames},
                         s);
+  const int hpb = g.heads_per_block;
+  s->output_boxes = s->boxes.q && (hpb == 128 || (hpb <= 64 && 64 % hpb == 0));
+  if (s->output_boxes) s->params.output_box_heads = std::min(hpb, 64);
   if (s->boxes.q)  // every panel's box, out-of-bounds channels (landed as zeros) included
     s->params.q_box_bytes = prefill_dmax(p->head_size) / kPageBoxChannels * kPageBoxChannels * 2 *
                             g.heads_per_block * g.tokens_per_block;
@@ -224,6 +241,10 @@ pa_status prefill_run(const pa_plan *plan, const pa__io *io, pa__stream stream) 
   const pa_status st =
       encode_step_maps(s->page_map_encoder, s->boxes, P, s->geometry, "PREFILL", &maps);
   if (st != PA_SUCCESS) return st;
+  // (an output the copy engine cannot take, 2-byte aligned say, is stored by the threads)
+  P.output_boxes = s->output_boxes && output_aligned(P, 16) &&
+                   encode_output_map(s->page_map_encoder, P.output, P.v_head_size, P.num_heads,
+                                     P.token_count, P.output_box_heads, &maps.out);
   const cudaError_t err = launch_row_block_step(
       *s, P,
       [&](const prefill_params &Q, dim3 grid, int smem_bytes, cudaStream_t st, bool chained) {

@@ -4,8 +4,10 @@
 
 namespace pa {
 namespace detail {
+PA_PREFILL_HOPPER_INSTANTIATE(__half, __half, 64)
 PA_PREFILL_HOPPER_INSTANTIATE(__half, __half, 128)
 PA_PREFILL_HOPPER_INSTANTIATE(__half, __half, 256)
+PA_PREFILL_HOPPER_INSTANTIATE(__nv_bfloat16, __nv_bfloat16, 64)
 PA_PREFILL_HOPPER_INSTANTIATE(__nv_bfloat16, __nv_bfloat16, 128)
 PA_PREFILL_HOPPER_INSTANTIATE(__nv_bfloat16, __nv_bfloat16, 256)
 }  // namespace detail

@@ -1,8 +1,8 @@
-// The PREFILL backend's Hopper kernels (sm_90a, head sizes 65..256, every cache type): the work
-// units, row blocks, splits and schedule of prefill_kernel.cuh, computed by warpgroups with wgmma
-// and fed by a producer. (A 64-channel variant of this kernel failed the PREFILL matrix on the
-// H200 while its wgmma building blocks passed test_wgmma_layout: head sizes up to 64 stay on
-// mma.sync until that is understood; doc/performance.md.)
+// The PREFILL backend's Hopper kernels (sm_90a; fp16 / bf16 caches at head sizes 64..256, int8 /
+// fp8 caches at 65..256): the work units, row blocks, splits and schedule of prefill_kernel.cuh,
+// computed by warpgroups with wgmma and fed by a producer. (At 64 channels an 8-bit cache's
+// 64-key tile would give producer threads runs of 4 rows, whose loaded-keys bits are not whole
+// bytes: those caches stay on mma.sync, as do head sizes below 64, prefill.cu's family_for.)
 //
 // A CTA is three warpgroups. The producer (warpgroup 0, registers given back with setmaxnreg)
 // takes units from the schedule's counter, writes each unit's rows (admitted key ranges, per
@@ -65,6 +65,8 @@ constexpr int kHopperStartRegisters = 168;
 constexpr int kHopperProducerBarrier = 1;  // the producer warpgroup's named barrier
 // + wg: consumer warpgroup wg's turn to issue wgmmas (both consumer warpgroups' threads)
 constexpr int kHopperTurnBarrier = 2;
+// + wg: consumer warpgroup wg's rows written out for its box stores (its own threads)
+constexpr int kHopperStoreBarrier = 4;
 
 // A unit as the producer hands it to the consumers (one per Q slot).
 struct hopper_unit {
@@ -98,28 +100,28 @@ struct hopper_scratch {
 // and V codes per slot) and take fewer stages, within the 227 KB a block may have.
 template <typename C, int DMAX>
 struct hopper_geometry {
-  // 64: the layout the 64-channel variant had, which test_wgmma_layout still checks; the kernel
-  // itself is instantiated for 128 and 256 only (see the top of this file)
+  // (64 channels: 16-bit caches only, see the top of this file)
   static_assert(DMAX == 64 || DMAX == 128 || DMAX == 256, "the Hopper layouts' channel counts");
   static constexpr bool kCodes = sizeof(C) == 1;  // the producer converts codes to fp16
   static constexpr int kChunks = DMAX / 8;        // 16-byte chunks of a T row
   static constexpr int kQSlots = DMAX == 256 ? 1 : 2;
-  // Keys per tile: 128 for 16-bit caches at 128 channels (S as m64n128k16: the n64 shape left the
+  // Keys per tile: 128 for 16-bit caches up to 128 channels (S as m64n128k16: the n64 shape left the
   // tensor cores idle between small GEMMs, and each tile's barriers, row maxima and rescaling
   // count once per 128 keys), else 64 (two stages of 128 keys at 256 channels would leave no
   // prefetch; 8-bit caches' staging would not fit). A tile is kTileKeys / 64 of the schedule's
   // 64-key tiles (kPrefillTileKeys), the last one past the unit's tile_end not loaded.
-  static constexpr int kTileKeys = DMAX == 128 && !kCodes ? 128 : 64;
+  static constexpr int kTileKeys = DMAX <= 128 && !kCodes ? 128 : 64;
   static constexpr int kTileSpan = kTileKeys / kPrefillTileKeys;  // schedule tiles per tile
   // With 128-key tiles a stage's K and V land and are freed on barriers of their own (a tile's K
   // is free once its S has run, its V a turn later), and two stages keep about two tiles of loads
-  // in flight, as four 64-key stages did. With 64-key tiles one pair of barriers guards the whole
-  // stage: the 8-bit kernels ran 4-5 % slower with the split (sixth call of session 17).
+  // in flight, as four 64-key stages did (at 64 channels, where a tile is half the bytes, four
+  // stages fit). With 64-key tiles one pair of barriers guards the whole stage: the 8-bit kernels
+  // ran 4-5 % slower with the split (sixth call of session 17).
   static constexpr bool kSplitStages = kTileKeys == 128;
-  static constexpr int kStages = DMAX == 256 ? 2 : DMAX == 64 ? 6 : kSplitStages ? 2 : 4;
-  // At 128 channels the two consumer warpgroups take turns on the tensor cores (at 256, the
+  static constexpr int kStages = DMAX == 256 ? 2 : DMAX == 128 && kSplitStages ? 2 : 4;
+  // Up to 128 channels the two consumer warpgroups take turns on the tensor cores (at 256, the
   // pipelined loop's extra score and P registers would spill)
-  static constexpr bool kTurns = DMAX == 128;
+  static constexpr bool kTurns = DMAX <= 128;
   // The registers after setmaxnreg: the 16-bit producer keeps a tile's row predicates from its K
   // copies to its V copies (waits between) and spilled at 56; the 8-bit consumers at 256 channels
   // spill at 216 (ptxas -v)
@@ -131,9 +133,10 @@ struct hopper_geometry {
   // 2 % faster than 3 + 2 (doc/performance.md, fifteenth measurement)
   static constexpr int kStagingSlots = kCodes ? 1 : 0;
   // Q as the A operand from registers (wgmma reads only K from shared memory); at 256 channels,
-  // and beside 128-key scores and their P, the fragments would not fit beside the accumulators
-  // (112 bytes of spills), and Q stays in shared memory
-  static constexpr bool kQInRegisters = DMAX <= 128 && kTileKeys == 64;
+  // and at 128 beside 128-key scores and their P, the fragments would not fit beside the
+  // accumulators (112 bytes of spills), and Q stays in shared memory (at 64 channels the
+  // accumulators are half as many)
+  static constexpr bool kQInRegisters = DMAX == 64 || (DMAX == 128 && kTileKeys == 64);
   static constexpr int kQBytes = kHopperRows * DMAX * 2;
   static constexpr int kTileBytes = kTileKeys * DMAX * 2;  // K or V
   static constexpr int kStageOffset = kQSlots * kQBytes;
@@ -428,12 +431,20 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
                                                const kv_page_maps &maps) {
   using G = hopper_geometry<C, DMAX>;
   // thread (run, chunk) loads 16-byte chunk `chunk` of kRunRows consecutive rows of each tile: a
-  // run lies in one page (tiles start at multiples of 64 keys, kRunRows divides 16 <= block_size)
-  constexpr int kRunRows = G::kTileKeys * G::kChunks / kHopperWarpgroupThreads;
+  // run lies in one page (tiles start at multiples of 64 keys, kRunRows divides 16 <= block_size).
+  // 16-bit caches take a page box's 16 rows per run; at 64 channels a tile's runs then need only
+  // the first kLoaders threads (the others load no tile rows). The 8-bit staging needs every
+  // thread.
+  constexpr int kRunRows =
+      G::kCodes ? G::kTileKeys * G::kChunks / kHopperWarpgroupThreads : kPageBoxRows;
+  constexpr int kLoaders = G::kTileKeys / kRunRows * G::kChunks;
   static_assert(kRunRows >= 1 && 16 % kRunRows == 0, "a run of rows lies in one 16-key page");
   static_assert(kRunRows == 8 || kRunRows == 16, "a run's bits are whole bytes of loaded_keys");
+  static_assert(kLoaders <= kHopperWarpgroupThreads && (!G::kCodes || kLoaders == kHopperWarpgroupThreads),
+                "the producer's threads cover a tile's runs");
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int chunk = tid % G::kChunks, run = tid / G::kChunks;
+  const bool loader = kLoaders == kHopperWarpgroupThreads || tid < kLoaders;
   const int head_size = P.kv.head_size;
   const bool real_chunk = chunk * 8 < head_size;
   const int64_t slot_bytes = (int64_t)P.kv.kv_num_heads * head_size * (int64_t)sizeof(C);
@@ -571,7 +582,7 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
     const int64_t key_end = min(keys_union.hi, tile_end * kPrefillTileKeys);
     auto entry = [&](int64_t tile) {
       const int64_t key = tile * kPrefillTileKeys + run * kRunRows;
-      return key < key_end ? kv_block_entry(P.kv, table_row, key) : -1;
+      return loader && key < key_end ? kv_block_entry(P.kv, table_row, key) : -1;
     };
     // The loaded-key bits of this thread's run of `tile` in block block_id (its rows in the unit's
     // keys and mapped), whatever the thread's chunk
@@ -598,7 +609,8 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
     // the run's bits of the stage's loaded-keys word
     auto write_run_bits = [&](int stage, uint32_t valid) {
       using run_bits = std::conditional_t<kRunRows == 8, uint8_t, uint16_t>;
-      if (chunk == 0) reinterpret_cast<run_bits *>(S.loaded_keys(stage))[run] = (run_bits)valid;
+      if (loader && chunk == 0)
+        reinterpret_cast<run_bits *>(S.loaded_keys(stage))[run] = (run_bits)valid;
     };
     int32_t next_entry = tile_begin < tile_end ? entry(tile_begin) : -1;
     if constexpr (G::kCodes) {
@@ -698,6 +710,7 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
         // phase cannot complete without them.
         auto load_rows = [&](const unsigned char *rows, unsigned char *tile_smem,
                              const CUtensorMap *map, uint64_t *full) {
+          if (!loader) return;
           if (whole) {
             if (chunk % 8 == 0) {  // panel chunk / 8
               mbarrier_expect_bytes(full, kPageBoxBytes);
@@ -751,7 +764,8 @@ __device__ __forceinline__ void hopper_loaded_keys(
 
 template <typename T, typename C, int DMAX>
 __device__ __forceinline__ void hopper_consume(const prefill_params &P,
-                                               const hopper_smem<C, DMAX> &S) {
+                                               const hopper_smem<C, DMAX> &S,
+                                               const kv_page_maps &maps) {
   using G = hopper_geometry<C, DMAX>;
   using M = mma_input_t<T, C>;
   constexpr int kSteps = DMAX / 16;
@@ -768,10 +782,26 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P,
     named_barrier_arrive(kHopperTurnBarrier, 2 * kHopperWarpgroupThreads);  // warpgroup 0 first
   ring_position<G::kQSlots> unit_pos = {0, 0u};
   ring_position<G::kStages> tile_pos = {0, 0u};
+  // A warpgroup's rows stored as output boxes (below) come from its half of a Q slot: its first
+  // thread frees that slot for the warpgroup's four warps once the box stores have read it, at
+  // the next unit's start, where they have (with one Q slot, at once: the next unit needs it)
+  const bool box_issuer = consumer % kHopperWarpgroupThreads == 0;
+  bool boxed_pending = false;
+  int boxed_slot = 0;
+  auto release_boxed = [&]() {
+    if (boxed_pending && box_issuer) {
+      bulk_group_wait_read();
+      mbarrier_arrive_count(S.unit_empty(boxed_slot), 4);
+    }
+    boxed_pending = false;
+  };
   for (;;) {
     mbarrier_wait(S.unit_full(unit_pos.slot), unit_pos.phase);
     hopper_unit *U = S.unit(unit_pos.slot);
-    if (U->done) break;
+    if (U->done) {
+      release_boxed();  // (the stores' reads done before the thread leaves)
+      break;
+    }
     const prefill_row_block R = {U->first_token, U->key_base, U->row_lo,      U->row_hi,
                                  U->first_head,  U->valid_rows, U->qk_scale};
     const int64_t tile_begin = U->tile_begin, tile_end = U->tile_end;
@@ -791,6 +821,7 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P,
       wg_hi = max(wg_hi, U->group_hi[wg * 4 + i]);
     }
     const bool wg_has_rows = wg * 64 < R.valid_rows;  // the same for the whole warpgroup
+    release_boxed();
     // (Q reaches the wgmmas, the async proxy, as TMA boxes or as the producer's converted stores,
     // which it fenced: no fence here)
     const unsigned char *q_slot = S.q(unit_pos.slot);
@@ -925,19 +956,50 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P,
       }
     }
     __syncwarp();
-    if (lane == 0) mbarrier_arrive(S.unit_empty(unit_pos.slot));
-    unit_pos.advance();
-    if (wg_has_rows)
+    // A warpgroup whose 64 rows all exist, with one split, stores them as boxes of the output
+    // map: finalized into its half of the unit's Q slot (rows 64 wg .., which no wgmma reads any
+    // more: the other warpgroup's S reads its own rows), a box's layout, fenced for the copy
+    // engine, then one thread's stores, which go out while the warpgroup runs on. Otherwise
+    // every thread stores its rows' n-tiles itself.
+    // (never with 8-bit caches: a constant there, so the code stays out of their tighter kernels)
+    const bool boxed =
+        !G::kCodes && P.output_boxes && splits == 1 && (wg + 1) * 64 <= R.valid_rows;
+    if (!boxed && lane == 0) mbarrier_arrive(S.unit_empty(unit_pos.slot));
+    if (boxed) {
+      unsigned char *q_rows = S.q(unit_pos.slot);
+      prefill_final_rows_m16<T, C>(P, R, row0, out_acc, row_max, row_sum, kv_head, lane,
+                                   [&](int r, int n, uint4 v) {
+                                     *reinterpret_cast<uint4 *>(
+                                         q_rows + swizzle128_chunk_offset(kHopperRows, r, n)) = v;
+                                   });
+      fence_async_proxy();  // generic stores the copy engine reads
+      named_barrier_sync(kHopperStoreBarrier + wg, kHopperWarpgroupThreads);
+      if (box_issuer) {
+        const int r0 = wg * 64;  // the box's first row: its token and head
+        const int64_t token = R.first_token + prefill_row_token(P, r0);
+        const int head = R.first_head + prefill_row_head(P, r0);
+#pragma unroll
+        for (int p = 0; p < DMAX / kPageBoxChannels; p++)  // (a panel past head_size: no-op)
+          output_box_store(&maps.out, q_rows + p * kHopperRows * 128 + r0 * 128,
+                           p * kPageBoxChannels, head, (int)token);
+        bulk_group_commit();
+      }
+      boxed_pending = true;
+      boxed_slot = unit_pos.slot;
+      if constexpr (G::kQSlots == 1) release_boxed();
+    } else if (wg_has_rows) {
       prefill_store_m16<T, C, M, true>(P, R, row0, out_acc, row_max, row_sum, kv_head, split,
                                        splits, lane);
+    }
+    unit_pos.advance();
   }
 }
 
 #endif  // PA_SM90A
 
 // A persistent grid of one CTA per multiprocessor; the producer takes the units. maps: the call's
-// page maps of the caches (encode_kv_page_maps) and query map (encode_q_map) for 16-bit caches;
-// unused (zero) for 8-bit ones.
+// page maps of the caches (encode_kv_page_maps), query map (encode_q_map) and output map
+// (encode_output_map, where P.output_boxes) for 16-bit caches; unused (zero) for 8-bit ones.
 template <typename T, typename C, int DMAX>
 __global__ void __launch_bounds__(kHopperThreads, 1)
     prefill_hopper_kernel(const prefill_params P, const __grid_constant__ kv_page_maps maps) {
@@ -967,7 +1029,7 @@ __global__ void __launch_bounds__(kHopperThreads, 1)
     hopper_produce<T, C, DMAX>(P, S, maps);
   } else {
     warpgroup_registers_claim<G::kConsumerRegisters>();
-    hopper_consume<T, C, DMAX>(P, S);
+    hopper_consume<T, C, DMAX>(P, S, maps);
   }
 #endif
 }

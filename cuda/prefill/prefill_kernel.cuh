@@ -94,12 +94,17 @@ struct prefill_params {
   // schedule kernel, no counter (unit_begin and work_counter NULL); the LATENT Hopper kernels
   // zero the rows of no sequence themselves
   bool units_by_index;
+  // The PREFILL Hopper kernel, this call: a warpgroup whose 64 rows all exist, with one split,
+  // stores them as boxes of the output map (encode_output_map); the box's heads (the others are
+  // its tokens: 64 rows in all)
+  bool output_boxes;
+  int32_t output_box_heads;
 };
 
 // Whether the output starts at a multiple of `bytes`: doc/api.md asks it for its element's alignment
 // only, and its rows are 16-byte multiples (head sizes being multiples of 8), so a row's channel
 // 8 n is as aligned as the output itself. The stores wider than an element ask this first.
-__device__ __forceinline__ bool output_aligned(const prefill_params &P, uintptr_t bytes) {
+__host__ __device__ inline bool output_aligned(const prefill_params &P, uintptr_t bytes) {
   return reinterpret_cast<uintptr_t>(P.output) % bytes == 0;
 }
 
@@ -433,6 +438,49 @@ __device__ __forceinline__ uint4 quad_transpose_words(uint32_t w0, uint32_t w1, 
   return high ? make_uint4(y0, y1, x0, x1) : make_uint4(x0, x1, y0, y1);
 }
 
+// A final m16 tile of rows row0 .. row0 + 15 of the block (one split, 16-bit fragments, the
+// accumulators' pairs at channels 8 n + col), each row packed whole before any of it is stored
+// (no store waits for the registers of the one before: ncu, nineteenth measurement), then handed
+// out as whole n-tiles: store16(r, n, v) gets n-tile n (channels 8 n .. 8 n + 7, 16 bytes) of block
+// row r from one lane of the row's four, after a 4-lane exchange (quad_transpose_words). Every
+// lane of the warp must call it; rows past valid_rows hand out nothing. Marks the rows' tokens as
+// finalized (split_counts).
+template <typename T, typename C, int kOutTiles, typename Store16>
+__device__ __forceinline__ void prefill_final_rows_m16(const prefill_params &P,
+                                                       const prefill_row_block &R, int row0,
+                                                       const float (&out_acc)[kOutTiles][4],
+                                                       const float (&row_max)[2],
+                                                       const float (&row_sum)[2], int kv_head,
+                                                       int lane, Store16 &&store16) {
+  static_assert(kOutTiles % 4 == 0, "n-tiles in quads");
+  const int group_id = lane / 4, col = (lane % 4) * 2, lane_in_row = lane % 4;
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    float l = row_sum[h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int r = row0 + group_id + 8 * h;
+    const bool row_exists = r < R.valid_rows;  // the same for the 4 lanes of a row
+    const int64_t token = R.first_token + prefill_row_token(P, r);
+    const int head = R.first_head + prefill_row_head(P, r);
+    const prefill_row_state row = row_exists
+                                      ? prefill_row_state_of<T>(P, head, 1, row_max[h], l)
+                                      : prefill_row_state{0.0f, 1.0f, 0.0f};
+    if (row_exists && P.split_counts && col == 0) P.split_counts[token] = 1;
+    uint32_t packed[kOutTiles];
+#pragma unroll
+    for (int n = 0; n < kOutTiles; n++)
+      packed[n] = prefill_final_pair<T, C>(P, kv_head, 8 * n + col, row, out_acc[n][2 * h],
+                                           out_acc[n][2 * h + 1]);
+#pragma unroll
+    for (int g = 0; g < kOutTiles / 4; g++) {
+      const uint4 v = quad_transpose_words(packed[4 * g], packed[4 * g + 1], packed[4 * g + 2],
+                                           packed[4 * g + 3], lane_in_row);
+      if (row_exists) store16(r, 4 * g + lane_in_row, v);
+    }
+  }
+}
+
 // Finalizes (or writes as partials) an m16 tile of rows row0 .. row0 + 15 of the block straight
 // from the accumulators, each thread its rows' pairs of adjacent channels. C: the cache type (its
 // v_scale); Fragments: the type whose V fragments the accumulators follow (prefill_out_channel; T
@@ -447,58 +495,42 @@ __device__ __forceinline__ void prefill_store_m16(const prefill_params &P,
                                                   int split, int32_t splits, int lane) {
   const int head_size = P.kv.head_size;
   const int group_id = lane / 4, col = (lane % 4) * 2;
-  const bool quad_vector_stores = output_aligned(P, 16);  // the packed path's 16-byte stores
+  if (kPackRows && sizeof(Fragments) == 2 && splits == 1) {  // (uniform)
+    // The wgmma kernel's choice: in the mma.sync kernel at 128 channels the packed row took
+    // registers its tile loop then spilled (sm_80: 52 bytes of spill stores against 24), not
+    // measurable on the H200, where that kernel serves head sizes up to 64 only. Each lane
+    // stores whole n-tiles (16 bytes: 4 store instructions per 16 n-tiles instead of 16, and 64
+    // contiguous bytes per row and warp instruction instead of 16), or their pairs where the
+    // output is not 16-byte aligned.
+    const bool quad_vector_stores = output_aligned(P, 16);
+    const bool every_channel = head_size >= 8 * kOutTiles;
+    prefill_final_rows_m16<T, C>(
+        P, R, row0, out_acc, row_max, row_sum, kv_head, lane, [&](int r, int n, uint4 v) {
+          if (!every_channel && 8 * n >= head_size) return;
+          const int64_t token = R.first_token + prefill_row_token(P, r);
+          const int head = R.first_head + prefill_row_head(P, r);
+          T *out = reinterpret_cast<T *>(P.output) + (token * P.num_heads + head) * P.v_head_size +
+                   8 * n;
+          if (quad_vector_stores) {
+            *reinterpret_cast<uint4 *>(out) = v;
+          } else {
+            store_output_pair(P, out, v.x);
+            store_output_pair(P, out + 2, v.y);
+            store_output_pair(P, out + 4, v.z);
+            store_output_pair(P, out + 6, v.w);
+          }
+        });
+    return;
+  }
 #pragma unroll
   for (int h = 0; h < 2; h++) {
     float l = row_sum[h];
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
     const int r = row0 + group_id + 8 * h;
-    const bool row_exists = r < R.valid_rows;  // the same for the 4 lanes of a row
+    if (r >= R.valid_rows) continue;  // (the same for the 4 lanes of a row)
     const int64_t token = R.first_token + prefill_row_token(P, r);
     const int head = R.first_head + prefill_row_head(P, r);
-    if (kPackRows && sizeof(Fragments) == 2 && splits == 1) {  // (uniform)
-      // The row is final and its pairs are channels 8 n + col: every pair is packed before any
-      // is stored, so no store waits for the registers of the one before (ncu, nineteenth
-      // measurement: the per-pair path reused them, and made its branches per pair). The wgmma
-      // kernel's choice: in the mma.sync kernel at 128 channels the packed row took registers
-      // its tile loop then spilled (sm_80: 52 bytes of spill stores against 24), not measurable
-      // on the H200, where that kernel serves head sizes up to 64 only. Every lane of the warp
-      // comes here (the rows' quads exchange pairs below), rows past valid_rows storing nothing.
-      const prefill_row_state row = row_exists
-                                        ? prefill_row_state_of<T>(P, head, splits, row_max[h], l)
-                                        : prefill_row_state{0.0f, 1.0f, 0.0f};
-      if (row_exists && P.split_counts && split == 0 && col == 0) P.split_counts[token] = 1;
-      T *out = reinterpret_cast<T *>(P.output) + (token * P.num_heads + head) * P.v_head_size;
-      uint32_t packed[kOutTiles];
-#pragma unroll
-      for (int n = 0; n < kOutTiles; n++)
-        packed[n] = prefill_final_pair<T, C>(P, kv_head, 8 * n + col, row, out_acc[n][2 * h],
-                                             out_acc[n][2 * h + 1]);
-      const bool every_channel = head_size >= 8 * kOutTiles;
-      if (quad_vector_stores) {
-        // each lane stores whole n-tiles (16 bytes: 4 store instructions per 16 n-tiles instead
-        // of 16, and 64 contiguous bytes per row and warp instruction instead of 16)
-        static_assert(kOutTiles % 4 == 0, "n-tiles in quads");
-        const int lane_in_row = lane % 4;
-#pragma unroll
-        for (int g = 0; g < kOutTiles / 4; g++) {
-          const int n = 4 * g + lane_in_row;
-          const uint4 v = quad_transpose_words(packed[4 * g], packed[4 * g + 1], packed[4 * g + 2],
-                                               packed[4 * g + 3], lane_in_row);
-          if (row_exists && (every_channel || 8 * n < head_size))
-            *reinterpret_cast<uint4 *>(out + 8 * n) = v;
-        }
-        continue;
-      }
-      if (!row_exists) continue;
-#pragma unroll
-      for (int n = 0; n < kOutTiles; n++)
-        if (every_channel || 8 * n + col < head_size)
-          store_output_pair(P, out + 8 * n + col, packed[n]);
-      continue;
-    }
-    if (!row_exists) continue;
     const prefill_row_state row = prefill_row_state_of<T>(P, head, splits, row_max[h], l);
     for_each_out_pair<Fragments>(out_acc, h, col, [&](int c, float o0, float o1) {
       if (c < head_size)

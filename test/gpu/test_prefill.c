@@ -10,7 +10,7 @@
  * step), attention_metadata invariance (absent == tight == loose, bitwise), under-sized bounds and
  * out-of-range ids (for compute-sanitizer), and plan-level checks on the real device: AUTO picks
  * PREFILL for prefill-shaped steps and DECODE for decode-shaped ones, the kernel family PREFILL
- * plans pick (wgmma on compute capability 9.0 above 64 channels), forced PREFILL refuses
+ * plans pick (wgmma on compute capability 9.0 from 64 channels, 8-bit caches above 64), forced PREFILL refuses
  * attention_bias / output_qk / LATENT / head_size 72 naming the feature, the workspace of a
  * 256 x 4-token verify step over 4k stays below 1 GiB without attention_metadata, and an execute
  * with one byte too little workspace launches nothing.
@@ -738,10 +738,10 @@ static int auto_choice(void) {
 }
 
 /* The kernel family PREFILL plans pick (pa__prefill_kernel_family): on compute capability 9.0, the
- * sm_90a wgmma kernels at head sizes above 64 for every cache type (fp16 / bf16, and int8 / fp8
- * converted by the producer), forced and through AUTO, and mma.sync for head sizes up to 64;
- * mma.sync elsewhere, or everywhere with PA_PREFILL_KERNEL=mma.sync. So a run of the matrices on an
- * H200 proves which kernels it tested. */
+ * sm_90a wgmma kernels for head sizes from 64 with fp16 / bf16 caches and above 64 with int8 / fp8
+ * caches (converted by the producer), forced and through AUTO, and mma.sync below those; mma.sync
+ * elsewhere, or everywhere with PA_PREFILL_KERNEL=mma.sync. So a run of the matrices on an H200
+ * proves which kernels it tested. */
 static int expect_family(const request *r, pa_backend b, const char *want, const char *what) {
   pa_plan *plan = NULL;
   pa_status st = plan_request(r, b, NULL, &plan);
@@ -770,7 +770,7 @@ static int kernel_family(void) {
   const int32_t heads[] = {48, 64, 80, 128, 256};
   for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) {
     request r = prefill_shaped(heads[i]);
-    const char *want_here = heads[i] <= 64 ? "mma.sync" : want;
+    const char *want_here = heads[i] < 64 ? "mma.sync" : want;
     char what[96];
     snprintf(what, sizeof what, "bf16, head_size %d, forced PREFILL", heads[i]);
     ok &= expect_family(&r, PA_BACKEND_PREFILL, want_here, what);
@@ -800,7 +800,8 @@ static int kernel_family(void) {
     snprintf(what, sizeof what, "fp8 cache per channel, head_size %d", head_size);
     ok &= expect_family(&r, PA_BACKEND_PREFILL, want_here, what);
   }
-  fprintf(stderr, "prefill: caches over 64 channels run on the %s kernels\n", want);
+  fprintf(stderr, "prefill: 16-bit caches from 64 channels, 8-bit ones above, run on the %s kernels\n",
+          want);
   return ok;
 }
 
