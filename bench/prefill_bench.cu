@@ -610,6 +610,10 @@ int main(int argc, char **argv) {
     s = uniform("causal 8k d64", 1, 8192, 0);
     s.head_size = 64;
     plain.push_back(s);
+    s = uniform("causal 8k d64 int8", 1, 8192, 0);
+    s.head_size = 64;
+    s.cache_dtype = PA_DTYPE_INT8;
+    plain.push_back(s);
   }
   for (const step_shape &s : plain)
     if (wanted(s.label)) bench_step(s, all_three, unfused, stream, seed++, &failures);
