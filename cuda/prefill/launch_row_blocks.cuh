@@ -129,10 +129,11 @@ inline void plan_row_block_launch(pa_plan *plan, const row_block_plan &R, row_bl
 
 // One 128-byte-swizzled tensor map of 16-bit elements, every element stride 1: the form of each
 // map below. cuTensorMapEncodeTiled is a driver call, and on a thread with no current context (a
-// plan made before the thread's first CUDA call, a step on a fresh thread) it fails with
-// CUDA_ERROR_INVALID_CONTEXT; the runtime makes the device's primary context current at a thread's
-// first call that needs one, as the step's launch would, and cudaFree(nullptr) is such a call that
-// does nothing else (no graph capture runs on such a thread: a capture begins with a runtime call).
+// step on a thread whose first CUDA call it is; plans call the runtime first) it fails with
+// CUDA_ERROR_INVALID_CONTEXT; the runtime makes the current device's primary context current at
+// a thread's first call that needs one, as the step's launch would, and cudaFree(nullptr) is such
+// a call that does nothing else. No capture runs on this thread then (a capture begins with a
+// runtime call), but one on another thread in global mode would refuse cudaFree: relaxed here.
 inline CUresult encode_swizzled_map(kv_page_map_encoder encode, CUtensorMap *map, cuuint32_t rank,
                                     const void *address, const cuuint64_t *dims,
                                     const cuuint64_t *strides, const cuuint32_t *box,
@@ -144,7 +145,16 @@ inline CUresult encode_swizzled_map(kv_page_map_encoder encode, CUtensorMap *map
                   CU_TENSOR_MAP_SWIZZLE_128B, l2_promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   };
   CUresult r = once();
-  if (r == CUDA_ERROR_INVALID_CONTEXT && cudaFree(nullptr) == cudaSuccess) r = once();
+  if (r == CUDA_ERROR_INVALID_CONTEXT) {
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    const cudaError_t bound = cudaFree(nullptr);
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    if (bound == cudaSuccess)
+      r = once();
+    else
+      cudaGetLastError();  // (the encoder's error is the one reported)
+  }
   return r;
 }
 

@@ -172,6 +172,14 @@ pa_status prefill_plan(pa_plan *plan, int setup_device) {
   s->chained = plan->caps.compute_capability_major >= 9;
   const row_geometry g = row_geometry_of(p, s->variant);
   s->geometry = g;
+  // first: a runtime call, which also makes the device's primary context current on this thread,
+  // as the maps' driver-side encoder below needs (LATENT's plan has the same order)
+  if (setup_device) {
+    cudaError_t err = s->variant.set_smem(s->smem_bytes);
+    if (err != cudaSuccess)
+      return pa__fail(PA_ERROR_CUDA, "PREFILL: cudaFuncSetAttribute(%d bytes of shared memory): %s",
+                      s->smem_bytes, cudaGetErrorString(err));
+  }
   const bool boxes = s->variant.family == PREFILL_WGMMA && pa_dtype_size(p->k_cache_dtype) == 2;
   s->boxes = {boxes, boxes, boxes};
   if (setup_device && boxes) {  // (a plan for described device_caps never runs)
@@ -183,12 +191,6 @@ pa_status prefill_plan(pa_plan *plan, int setup_device) {
   const int64_t tiles_per_split = tiles_per_split_for(p, &plan->caps, s->variant, g);
   const int64_t bound_tiles = std::max<int64_t>(1, ceil_div(p->max_kv_len, kPrefillTileKeys));
   const int64_t slots = ceil_div(bound_tiles, tiles_per_split);
-  if (setup_device) {
-    cudaError_t err = s->variant.set_smem(s->smem_bytes);
-    if (err != cudaSuccess)
-      return pa__fail(PA_ERROR_CUDA, "PREFILL: cudaFuncSetAttribute(%d bytes of shared memory): %s",
-                      s->smem_bytes, cudaGetErrorString(err));
-  }
 
   static const char *const kRegionNames[5] = {
       "PREFILL partial outputs [item][head][head_size]", "PREFILL partial (max, sum) [item][head]",

@@ -4,20 +4,20 @@
 // 64-key tile would give producer threads runs of 4 rows, whose loaded-keys bits are not whole
 // bytes: those caches stay on mma.sync, as do head sizes below 64, prefill.cu's family_for.)
 //
-// A CTA is three warpgroups. The producer (warpgroup 0, registers given back with setmaxnreg)
-// takes units from the schedule's counter, writes each unit's rows (admitted key ranges, per
-// 16-row group their union and intersection) and loads its Q rows into one of kQSlots unit slots,
-// then gathers the unit's 64-key K and V tiles from the pages into a kStages ring at their
-// 128-byte-swizzled places (wgmma.cuh), rows outside the unit's keys or in unmapped blocks
+// A CTA is three warpgroups. The producer (warpgroup 0, registers given back with setmaxnreg) takes
+// units from the schedule's counter, writes each unit's rows (admitted key ranges, per 16-row group
+// their union and intersection) and loads its Q rows into one of kQSlots unit slots, then gathers
+// the unit's K and V tiles (hopper_geometry's kTileKeys) from the pages into a kStages ring at
+// their 128-byte-swizzled places (wgmma.cuh), rows outside the unit's keys or in unmapped blocks
 // zero-filled and left out of the stage's loaded-keys word. With 16-bit caches Q comes as one box
 // per 64-channel panel of a tensor map of the call's Q (encode_q_map), its bytes counted on the
 // slot's "full" barrier, and a tile's 16-key run wholly in the unit's keys and mapped as one page
 // box per 64-channel panel (kv_page_maps, encode_kv_page_maps), as LATENT's Hopper kernels load
 // theirs; any other run, and with 8-bit caches Q, come with every producer thread's 16-byte
 // cp.async. Completion is counted on mbarriers (each producer thread's tile cp.async tracked on,
-// and the boxes' bytes announced to, the stage's "full" barrier);
-// consumers free a stage on its "empty" barrier once their wgmmas have read it. The producer thus
-// runs up to kStages tiles and one unit ahead of the consumers, across units.
+// and the boxes' bytes announced to, the stage's "full" barrier); consumers free a stage on its
+// "empty" barrier once their wgmmas have read it. The producer thus runs up to kStages tiles and
+// one unit ahead of the consumers, across units.
 // 8-bit caches (int8, fp8 e4m3): the producer stages each thread's codes (8 bytes of a row, the
 // channels of its 16-byte T chunk) with cp.async into a kStagingSlots ring of its own, a tile
 // ahead, converts each landed tile exactly to fp16 (codes8_to_t8; the wgmmas of 8-bit caches
@@ -27,8 +27,9 @@
 // one into Q, v_scale into the output. The producer takes the unit's landed Q to fp16 in place,
 // times a power of two that puts its largest element in [2^14, 2^15) (fp16_q_shift), and the unit's
 // score scale takes that back.
-// Two consumer warpgroups own 64 rows each of the 128-row block: S = Q K^T with wgmma m64n64k16
-// (Q as registers up to 128 channels, else from shared memory; K K-major), scale / softcap /
+// Two consumer warpgroups own 64 rows each of the 128-row block: S = Q K^T with wgmma m64nNk16,
+// N the tile's keys (Q as registers or from shared memory: hopper_geometry's kQInRegisters; K
+// K-major), scale / softcap /
 // masks and the online softmax in registers (prefill_kernel.cuh's functions, on the same fragment
 // layout as mma.sync), then O += P V with P from registers and V N-major (the transpose bit). A
 // warpgroup whose rows admit no key of a tile skips it; tiles inside every row's range and fully

@@ -1141,6 +1141,57 @@ int gpu_case_run_concurrent(const gpu_case *c, pa_backend backend, unsigned seed
   return result;
 }
 
+/* A step on a thread whose first CUDA call is its pa_execute: the fixture's inputs were uploaded
+ * by the caller's thread. */
+typedef struct fresh_run {
+  fixture *f;
+  int ok;
+} fresh_run;
+
+static void *fresh_thread(void *arg) {
+  fresh_run *run = arg;
+  run->ok = launch(run->f, 0) && download(run->f);
+  return NULL;
+}
+
+int gpu_case_run_fresh_thread(const gpu_case *c, pa_backend backend, unsigned seed) {
+  if (!gpu_available()) return GPU_SKIP;
+  /* runs[0]: a run on this thread; runs[1]: the same inputs, executed by a fresh thread with
+   * runs[0]'s plan */
+  fixture runs[2];
+  char names[2][600];
+  int result = GPU_PASS;
+  for (int i = 0; i < 2; i++) {
+    snprintf(names[i], sizeof names[i], "%s [%s]", c->name ? c->name : "(unnamed)",
+             i ? "fresh thread" : "this thread");
+    runs[i].result = fixture_init(&runs[i], c, names[i], backend, seed, 1);
+    if (runs[i].result != GPU_PASS && result == GPU_PASS) result = runs[i].result;
+  }
+  if (result == GPU_PASS) {
+    runs[1].exec_plan = runs[0].plan;
+    if (!run_step(&runs[0], 0, 0)) result = GPU_FAIL;
+  }
+  if (result == GPU_PASS) {
+    fixture *f = &runs[1];
+    fresh_run work = {f, 0};
+    pthread_t id;
+    begin_step(f, 0);
+    int started = 0;
+    if (upload(f, 0) && cuda_ok(f, cudaStreamSynchronize(f->stream), "upload")) {
+      started = pthread_create(&id, NULL, fresh_thread, &work) == 0;
+      if (started)
+        pthread_join(id, NULL);
+      else
+        fail(f, 0, "pthread_create failed");
+    }
+    if (!(started && work.ok && compare_step(f, 0) && compare_runs(&runs[0], f, 0)))
+      result = GPU_FAIL;
+    end_step(f);
+  }
+  for (int i = 0; i < 2; i++) fixture_free(&runs[i]);
+  return result;
+}
+
 /* ---- ring-buffer sliding window -------------------------------------------------------------- */
 
 /* Blocks per sequence in the ring: the live range of a step spans at most W + q_len - 1 positions,

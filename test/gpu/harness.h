@@ -248,6 +248,14 @@ int gpu_case_run_plans_alive(const gpu_case *first, const gpu_case *later, pa_ba
 int gpu_case_run_concurrent(const gpu_case *c, pa_backend backend, unsigned seed, int threads);
 
 /*
+ * A fresh thread: runs the case once on this thread, then has a new host thread, whose first CUDA
+ * call is its pa_execute (inputs uploaded and the stream made here), execute the same plan on the
+ * same inputs; its run is compared with the reference and bitwise with this thread's. The Hopper
+ * kernels' tensor maps, encoded per call by a driver function, need a current context there.
+ */
+int gpu_case_run_fresh_thread(const gpu_case *c, pa_backend backend, unsigned seed);
+
+/*
  * Write-path-only mode (test_write.c): calls pa__write_run directly on a plan forced to the
  * REFERENCE backend, then compares the caches with pa_execute_reference's and the staged Q
  * (pa__needs_q_staging) with the harness's own host computation of the write path's Q (within

@@ -2,7 +2,8 @@
  * its own stream and buffers, against a serial run of the same plan (bitwise) and the reference;
  * each thread's pa_last_error_message stays its own (harness.h, gpu_case_run_concurrent). On an
  * sm_90a device the PREFILL and LATENT plans run the Hopper kernels, whose tensor maps each thread
- * encodes for its own call. */
+ * encodes for its own call. Then PREFILL, LATENT and DECODE steps on a thread whose first CUDA call
+ * is the step's pa_execute (gpu_case_run_fresh_thread). */
 #include <stdio.h>
 
 #include "harness.h"
@@ -55,6 +56,10 @@ int main(void) {
     gpu_matrix_count(&all, gpu_case_run_concurrent(&prefill, PA_BACKEND_PREFILL, seed++, THREADS));
     gpu_matrix_count(&all, gpu_case_run_concurrent(&latent, PA_BACKEND_LATENT, seed++, THREADS));
   }
+  /* a step on a thread that made no CUDA call before it */
+  gpu_matrix_count(&all, gpu_case_run_fresh_thread(&prefill, PA_BACKEND_PREFILL, seed++));
+  gpu_matrix_count(&all, gpu_case_run_fresh_thread(&latent, PA_BACKEND_LATENT, seed++));
+  gpu_matrix_count(&all, gpu_case_run_fresh_thread(&decode, PA_BACKEND_DECODE, seed++));
   fprintf(stderr, "concurrency: %d passed, %d failed, %d unsupported (%d threads each)\n",
           all.passed, all.failed, all.unsupported, THREADS);
   return gpu_matrix_exit_code(&all);
