@@ -414,6 +414,46 @@ static void latent_splits_balance_the_ctas(void **state) {
   unsetenv("PA_LATENT_KERNEL");
 }
 
+/* The kernel family of PREFILL's plan for c (pa__prefill_kernel_family). */
+static const char *prefill_family(const pa_case *c) {
+  pa_plan *plan = case_plan_ok(c);
+  const char *family = pa__prefill_kernel_family(plan); /* a string literal */
+  pa_plan_destroy(plan);
+  return family;
+}
+
+/* PREFILL's kernel family on a described H200 (issue 18), by head size and cache type: in a build
+ * with sm_90a (where the 128-channel plan is "wgmma") the wgmma kernels from head size 64 with fp16 /
+ * bf16 caches and above 64 with int8 / fp8 ones, mma.sync below; mma.sync on an A100. (A
+ * described plan encodes no tensor map.) */
+static void prefill_family_by_head_size(void **state) {
+  (void)state;
+  case_config cfg = case_config_default();
+  cfg.head_size = 128;
+  pa_case c = built(cfg, CASE_H200);
+  c.backend = PA_BACKEND_PREFILL;
+  const char *wide = strcmp(prefill_family(&c), "wgmma") == 0 ? "wgmma" : "mma.sync";
+  const struct {
+    int32_t head_size;
+    pa_dtype cache_dtype;
+    const char *want;
+  } rows[] = {{48, PA_DTYPE_UNDEFINED, "mma.sync"}, {64, PA_DTYPE_UNDEFINED, wide},
+              {256, PA_DTYPE_UNDEFINED, wide},     {64, PA_DTYPE_INT8, "mma.sync"},
+              {64, PA_DTYPE_FLOAT8_E4M3FN, "mma.sync"}, {128, PA_DTYPE_INT8, wide}};
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    cfg = case_config_default();
+    cfg.head_size = rows[i].head_size;
+    cfg.cache_dtype = rows[i].cache_dtype;
+    if (rows[i].cache_dtype != PA_DTYPE_UNDEFINED) cfg.quant = PA_QUANT_PER_TENSOR;
+    c = built(cfg, CASE_H200);
+    c.backend = PA_BACKEND_PREFILL;
+    assert_string_equal(prefill_family(&c), rows[i].want);
+  }
+  c = built(case_config_default(), CASE_A100);
+  c.backend = PA_BACKEND_PREFILL;
+  assert_string_equal(prefill_family(&c), "mma.sync");
+}
+
 /* The workspace region of plan whose name contains `name`, or -1. */
 static int32_t region_named(const pa_plan *plan, const char *name) {
   for (int32_t i = 0; i < plan->workspace.count; i++)
@@ -970,6 +1010,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(dispatch_output_qk_is_unfused),
       cmocka_unit_test(dispatch_latent_decode_shaped_is_latent),
       cmocka_unit_test(latent_splits_balance_the_ctas),
+      cmocka_unit_test(prefill_family_by_head_size),
       cmocka_unit_test(decode_single_token_merges_in_kernel),
       cmocka_unit_test(latent_few_splits_merge_in_kernel),
       cmocka_unit_test(latent_units_fit_grid_need_no_schedule),
