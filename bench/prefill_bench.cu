@@ -591,29 +591,23 @@ int main(int argc, char **argv) {
   if (!quick) {
     plain.push_back(uniform("causal 1x8k", 1, 8192, 0));
     plain.push_back(uniform("chunk 2k over 30k", 1, 2048, 30720));
-    step_shape s = uniform("causal 1x8k int8", 1, 8192, 0);
-    s.cache_dtype = PA_DTYPE_INT8;
-    plain.push_back(s);
-    s = uniform("causal 1x8k fp8", 1, 8192, 0);
-    s.cache_dtype = PA_DTYPE_FLOAT8_E4M3FN;
-    plain.push_back(s);
-    s = uniform("causal 1x8k block 64", 1, 8192, 0);
-    s.block_size = 64;
-    plain.push_back(s);
-    s = uniform("causal 1x8k block 256", 1, 8192, 0);
-    s.block_size = 256;
-    plain.push_back(s);
+    // causal 1 x 8k with one change
+    auto variant = [&](const char *label, auto &&change) {
+      step_shape s = uniform(label, 1, 8192, 0);
+      change(s);
+      plain.push_back(s);
+    };
+    variant("causal 1x8k int8", [](step_shape &s) { s.cache_dtype = PA_DTYPE_INT8; });
+    variant("causal 1x8k fp8", [](step_shape &s) { s.cache_dtype = PA_DTYPE_FLOAT8_E4M3FN; });
+    variant("causal 1x8k block 64", [](step_shape &s) { s.block_size = 64; });
+    variant("causal 1x8k block 256", [](step_shape &s) { s.block_size = 256; });
     // the other head sizes of issue 18's Hopper shapes (labels that --only "causal 1x8k" misses)
-    s = uniform("causal 8k d256", 1, 8192, 0);
-    s.head_size = 256;
-    plain.push_back(s);
-    s = uniform("causal 8k d64", 1, 8192, 0);
-    s.head_size = 64;
-    plain.push_back(s);
-    s = uniform("causal 8k d64 int8", 1, 8192, 0);
-    s.head_size = 64;
-    s.cache_dtype = PA_DTYPE_INT8;
-    plain.push_back(s);
+    variant("causal 8k d256", [](step_shape &s) { s.head_size = 256; });
+    variant("causal 8k d64", [](step_shape &s) { s.head_size = 64; });
+    variant("causal 8k d64 int8", [](step_shape &s) {
+      s.head_size = 64;
+      s.cache_dtype = PA_DTYPE_INT8;
+    });
   }
   for (const step_shape &s : plain)
     if (wanted(s.label)) bench_step(s, all_three, unfused, stream, seed++, &failures);

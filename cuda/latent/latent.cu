@@ -239,9 +239,7 @@ pa_status latent_plan(pa_plan *plan, int setup_device) {
                          kRegionNames, schedule},
                         s);
   s->params.q_before_wait = plan->q_staged_region < 0;  // the first unit's Q (Hopper producers)
-  if (s->variant.q_boxes)  // the Q boxes' bytes: nine 64-channel panels of the row block
-    s->params.q_box_bytes = kLatentHopperWidth / kPageBoxChannels * kPageBoxChannels * 2 *
-                            g.heads_per_block * g.tokens_per_block;
+  if (s->variant.q_boxes) s->params.q_box_bytes = query_box_bytes(kLatentHopperWidth, g);
   const prefill_params &P = s->params;
   if (setup_device && (s->variant.page_boxes || s->variant.q_boxes)) {
     const pa_status st = plan_step_maps(boxes_of(s->variant), P.kv, pa__query_row_elems(p),

@@ -218,6 +218,13 @@ inline pa_status encode_q_map(kv_page_map_encoder encode, const void *q, int64_t
   return PA_SUCCESS;
 }
 
+// The bytes of a row block's Q boxes (q_box_load, counted on its slot's barrier): one box per
+// 64-channel panel of the kernel's Q slot, `channels` wide (a multiple of 64), the channels past
+// the tensor's head_size landed as zeros included.
+inline int32_t query_box_bytes(int channels, const row_geometry &g) {
+  return channels * 2 * g.heads_per_block * g.tokens_per_block;
+}
+
 // A call's output map for the PREFILL Hopper kernel's box stores (output_box_store): the output
 // (token_count tokens of num_heads x head_size 16-bit elements, dense) as a 3-D tensor, innermost
 // first (channel, head, token), each box 64 channels of box_heads heads of 64 / box_heads tokens:

@@ -203,9 +203,7 @@ pa_status prefill_plan(pa_plan *plan, int setup_device) {
   const int hpb = g.heads_per_block;
   s->output_boxes = s->boxes.q && (hpb == 128 || (hpb <= 64 && 64 % hpb == 0));
   if (s->output_boxes) s->params.output_box_heads = std::min(hpb, 64);
-  if (s->boxes.q)  // every panel's box, out-of-bounds channels (landed as zeros) included
-    s->params.q_box_bytes = prefill_dmax(p->head_size) / kPageBoxChannels * kPageBoxChannels * 2 *
-                            g.heads_per_block * g.tokens_per_block;
+  if (s->boxes.q) s->params.q_box_bytes = query_box_bytes(prefill_dmax(p->head_size), g);
   const prefill_params &P = s->params;
 
   // A persistent grid: one CTA per resident slot (more would only queue), at most one per unit.

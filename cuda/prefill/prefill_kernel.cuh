@@ -438,6 +438,25 @@ __device__ __forceinline__ uint4 quad_transpose_words(uint32_t w0, uint32_t w1, 
   return high ? make_uint4(y0, y1, x0, x1) : make_uint4(x0, x1, y0, y1);
 }
 
+// Row h (0 or 1) of this lane's pair in an m16 tile of rows from row0: its block row, token and
+// head, and its softmax sum, reduced over the row's four lanes (every lane of the warp calls it).
+struct prefill_lane_row {
+  int r;
+  int64_t token;
+  int head;
+  float sum;
+};
+__device__ __forceinline__ prefill_lane_row prefill_lane_row_of(const prefill_params &P,
+                                                                const prefill_row_block &R,
+                                                                int row0, int lane, int h,
+                                                                float row_sum) {
+  float l = row_sum;
+  l += __shfl_xor_sync(0xffffffffu, l, 1);
+  l += __shfl_xor_sync(0xffffffffu, l, 2);
+  const int r = row0 + lane / 4 + 8 * h;
+  return {r, R.first_token + prefill_row_token(P, r), R.first_head + prefill_row_head(P, r), l};
+}
+
 // A final m16 tile of rows row0 .. row0 + 15 of the block (one split, 16-bit fragments, the
 // accumulators' pairs at channels 8 n + col), each row packed whole before any of it is stored
 // (no store waits for the registers of the one before: ncu, nineteenth measurement), then handed
@@ -453,20 +472,16 @@ __device__ __forceinline__ void prefill_final_rows_m16(const prefill_params &P,
                                                        const float (&row_sum)[2], int kv_head,
                                                        int lane, Store16 &&store16) {
   static_assert(kOutTiles % 4 == 0, "n-tiles in quads");
-  const int group_id = lane / 4, col = (lane % 4) * 2, lane_in_row = lane % 4;
+  const int col = (lane % 4) * 2, lane_in_row = lane % 4;
 #pragma unroll
   for (int h = 0; h < 2; h++) {
-    float l = row_sum[h];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int r = row0 + group_id + 8 * h;
+    const prefill_lane_row lr = prefill_lane_row_of(P, R, row0, lane, h, row_sum[h]);
+    const int r = lr.r;
     const bool row_exists = r < R.valid_rows;  // the same for the 4 lanes of a row
-    const int64_t token = R.first_token + prefill_row_token(P, r);
-    const int head = R.first_head + prefill_row_head(P, r);
     const prefill_row_state row = row_exists
-                                      ? prefill_row_state_of<T>(P, head, 1, row_max[h], l)
+                                      ? prefill_row_state_of<T>(P, lr.head, 1, row_max[h], lr.sum)
                                       : prefill_row_state{0.0f, 1.0f, 0.0f};
-    if (row_exists && P.split_counts && col == 0) P.split_counts[token] = 1;
+    if (row_exists && P.split_counts && col == 0) P.split_counts[lr.token] = 1;
     uint32_t packed[kOutTiles];
 #pragma unroll
     for (int n = 0; n < kOutTiles; n++)
@@ -494,7 +509,7 @@ __device__ __forceinline__ void prefill_store_m16(const prefill_params &P,
                                                   const float (&row_sum)[2], int kv_head,
                                                   int split, int32_t splits, int lane) {
   const int head_size = P.kv.head_size;
-  const int group_id = lane / 4, col = (lane % 4) * 2;
+  const int col = (lane % 4) * 2;
   if (kPackRows && sizeof(Fragments) == 2 && splits == 1) {  // (uniform)
     // The wgmma kernel's choice: in the mma.sync kernel at 128 channels the packed row took
     // registers its tile loop then spilled (sm_80: 52 bytes of spill stores against 24), not
@@ -524,17 +539,12 @@ __device__ __forceinline__ void prefill_store_m16(const prefill_params &P,
   }
 #pragma unroll
   for (int h = 0; h < 2; h++) {
-    float l = row_sum[h];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int r = row0 + group_id + 8 * h;
-    if (r >= R.valid_rows) continue;  // (the same for the 4 lanes of a row)
-    const int64_t token = R.first_token + prefill_row_token(P, r);
-    const int head = R.first_head + prefill_row_head(P, r);
-    const prefill_row_state row = prefill_row_state_of<T>(P, head, splits, row_max[h], l);
+    const prefill_lane_row lr = prefill_lane_row_of(P, R, row0, lane, h, row_sum[h]);
+    if (lr.r >= R.valid_rows) continue;  // (the same for the 4 lanes of a row)
+    const prefill_row_state row = prefill_row_state_of<T>(P, lr.head, splits, row_max[h], lr.sum);
     for_each_out_pair<Fragments>(out_acc, h, col, [&](int c, float o0, float o1) {
       if (c < head_size)
-        prefill_store_pair<T, C>(P, token, head, kv_head, split, splits, c, row, o0, o1);
+        prefill_store_pair<T, C>(P, lr.token, lr.head, kv_head, split, splits, c, row, o0, o1);
     });
   }
 }

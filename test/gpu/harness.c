@@ -1091,25 +1091,36 @@ static void *concurrent_thread(void *arg) {
   return NULL;
 }
 
-int gpu_case_run_concurrent(const gpu_case *c, pa_backend backend, unsigned seed, int threads) {
-  if (!gpu_available()) return GPU_SKIP;
-  enum { MAX_THREADS = 16 };
-  if (threads < 1 || threads > MAX_THREADS) return GPU_FAIL;
-  /* runs[0]: the serial run; runs[1..threads]: one per thread. The same case and seed give every
-   * run the same inputs; every run executes runs[0]'s plan. */
-  fixture runs[MAX_THREADS + 1];
-  char names[MAX_THREADS + 1][600];
+/* runs[0 .. count - 1] of one case and seed, so the same inputs, every one executing runs[0]'s
+ * plan, their names the case's with `first` (runs[0]) or `others`; then runs[0]'s step on this
+ * thread. The first failure's result, or GPU_PASS. */
+enum { RUN_NAME_BYTES = 600 };
+static int runs_of_one_plan(const gpu_case *c, pa_backend backend, unsigned seed, int count,
+                            fixture *runs, char (*names)[RUN_NAME_BYTES], const char *first,
+                            const char *others) {
   int result = GPU_PASS;
-  for (int i = 0; i <= threads; i++) {
-    snprintf(names[i], sizeof names[i], "%s [%s]", c->name ? c->name : "(unnamed)",
-             i ? "thread" : "serial");
+  for (int i = 0; i < count; i++) {
+    snprintf(names[i], RUN_NAME_BYTES, "%s [%s]", c->name ? c->name : "(unnamed)",
+             i ? others : first);
     runs[i].result = fixture_init(&runs[i], c, names[i], backend, seed, 1);
     if (runs[i].result != GPU_PASS && result == GPU_PASS) result = runs[i].result;
   }
   if (result == GPU_PASS) {
-    for (int i = 0; i <= threads; i++) runs[i].exec_plan = runs[0].plan;
+    for (int i = 0; i < count; i++) runs[i].exec_plan = runs[0].plan;
     if (!run_step(&runs[0], 0, 0)) result = GPU_FAIL;
   }
+  return result;
+}
+
+int gpu_case_run_concurrent(const gpu_case *c, pa_backend backend, unsigned seed, int threads) {
+  if (!gpu_available()) return GPU_SKIP;
+  enum { MAX_THREADS = 16 };
+  if (threads < 1 || threads > MAX_THREADS) return GPU_FAIL;
+  /* runs[0]: the serial run; runs[1..threads]: one per thread */
+  fixture runs[MAX_THREADS + 1];
+  char names[MAX_THREADS + 1][RUN_NAME_BYTES];
+  int result =
+      runs_of_one_plan(c, backend, seed, threads + 1, runs, names, "serial", "thread");
   if (result == GPU_PASS) {
     pthread_barrier_t barrier;
     pthread_t ids[MAX_THREADS];
@@ -1156,21 +1167,10 @@ static void *fresh_thread(void *arg) {
 
 int gpu_case_run_fresh_thread(const gpu_case *c, pa_backend backend, unsigned seed) {
   if (!gpu_available()) return GPU_SKIP;
-  /* runs[0]: a run on this thread; runs[1]: the same inputs, executed by a fresh thread with
-   * runs[0]'s plan */
+  /* runs[0]: a run on this thread; runs[1]: the same inputs, executed by a fresh thread */
   fixture runs[2];
-  char names[2][600];
-  int result = GPU_PASS;
-  for (int i = 0; i < 2; i++) {
-    snprintf(names[i], sizeof names[i], "%s [%s]", c->name ? c->name : "(unnamed)",
-             i ? "fresh thread" : "this thread");
-    runs[i].result = fixture_init(&runs[i], c, names[i], backend, seed, 1);
-    if (runs[i].result != GPU_PASS && result == GPU_PASS) result = runs[i].result;
-  }
-  if (result == GPU_PASS) {
-    runs[1].exec_plan = runs[0].plan;
-    if (!run_step(&runs[0], 0, 0)) result = GPU_FAIL;
-  }
+  char names[2][RUN_NAME_BYTES];
+  int result = runs_of_one_plan(c, backend, seed, 2, runs, names, "this thread", "fresh thread");
   if (result == GPU_PASS) {
     fixture *f = &runs[1];
     fresh_run work = {f, 0};

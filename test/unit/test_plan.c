@@ -376,12 +376,19 @@ static int64_t latent_split_slots(const pa_case *c) {
   return slots;
 }
 
-/* The kernel family of LATENT's plan for c (pa__latent_kernel_family). */
-static const char *latent_family(const pa_case *c) {
+/* The kernel family of the plan for c, as family_of names it (pa__latent_kernel_family,
+ * pa__prefill_kernel_family: string literals). */
+static const char *plan_family(const pa_case *c, const char *(*family_of)(const pa_plan *)) {
   pa_plan *plan = case_plan_ok(c);
-  const char *family = pa__latent_kernel_family(plan); /* a string literal */
+  const char *family = family_of(plan);
   pa_plan_destroy(plan);
   return family;
+}
+static const char *latent_family(const pa_case *c) {
+  return plan_family(c, pa__latent_kernel_family);
+}
+static const char *prefill_family(const pa_case *c) {
+  return plan_family(c, pa__prefill_kernel_family);
 }
 
 /* The 64-row tile and the wgmma kernels split a sequence's keys only where that balances the CTAs
@@ -412,14 +419,6 @@ static void latent_splits_balance_the_ctas(void **state) {
   assert_string_equal(latent_family(&c), "mma.sync");
   assert_true(latent_split_slots(&c) >= 8);
   unsetenv("PA_LATENT_KERNEL");
-}
-
-/* The kernel family of PREFILL's plan for c (pa__prefill_kernel_family). */
-static const char *prefill_family(const pa_case *c) {
-  pa_plan *plan = case_plan_ok(c);
-  const char *family = pa__prefill_kernel_family(plan); /* a string literal */
-  pa_plan_destroy(plan);
-  return family;
 }
 
 /* PREFILL's kernel family on a described H200 (issue 18), by head size and cache type: in a build
