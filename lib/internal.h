@@ -19,6 +19,15 @@
 extern "C" {
 #endif
 
+/* cuda/ is compiled with hidden visibility. Its few entry points that the tests call directly are
+ * marked visible so that the tests' shared library (test/meson.build) exports them;
+ * libpagedattn.so's version script (lib/exports.map) still keeps them local. */
+#if defined(__GNUC__)
+#define PA_VISIBLE_TO_TESTS __attribute__((visibility("default")))
+#else
+#define PA_VISIBLE_TO_TESTS
+#endif
+
 /* ---- errors (lib/status.c) ------------------------------------------------------------------ */
 
 /* Records a printf-style message as the calling thread's last error and returns status. */
@@ -105,14 +114,15 @@ extern const pa__backend_ops *const pa__gpu_backends[];
 /* The write path shared by every backend (cuda/write/write.cu): unpack -> QK-Norm -> RoPE ->
  * quantize -> slot writes, and Q into the workspace when pa__needs_q_staging. */
 /* Appends the staged-Q region to w when the problem stages Q; returns its index, or -1. */
-int pa__write_workspace(const pa__problem *p, pa__workspace_layout *w);
+PA_VISIBLE_TO_TESTS int pa__write_workspace(const pa__problem *p, pa__workspace_layout *w);
 /* Fixes the kernel, the launch geometry and the kernel parameters (less the call's pointers) in
  * plan->write_state, for any plan on a device (a REFERENCE one included: the tests run the write
  * path alone on it). NOT_SUPPORTED for a type the kernels are not built for. */
 pa_status pa__write_plan(pa_plan *plan);
 /* Launches the write path: fills the call's pointers (checked by pa__write_check_alignment) into
  * the parameters fixed at plan time. PA_ERROR_CUDA when the launch fails. */
-pa_status pa__write_run(const pa_plan *plan, const pa__io *io, pa__stream stream);
+PA_VISIBLE_TO_TESTS pa_status pa__write_run(const pa_plan *plan, const pa__io *io,
+                                         pa__stream stream);
 /* MISALIGNED (naming the tensor) for a pointer the write path's and kernels' vector accesses need
  * aligned; pa_execute calls it before it enqueues anything. */
 pa_status pa__write_check_alignment(const pa_plan *plan, const pa__io *io);
@@ -137,16 +147,17 @@ pa_status pa__check_report(const pa_plan *plan, const void *workspace, pa__strea
 void pa__check_destroy(pa_plan *plan);
 
 /* ---- UNFUSED's chunking (cuda/unfused/unfused.cu) ---------------------------------------------
- * pa__unfused_set_test_limits is for the tests only, which link the static library (the shared
- * library exports pa_[a-z]* only); it is not part of the contract. */
+ * pa__unfused_set_test_limits is for the tests only (libpagedattn.so exports pa_[a-z]* only); it
+ * is not part of the contract. */
 
 /* UNFUSED's chunking limits for the plans created afterwards: a workspace budget in bytes (0 = the
  * built-in kUnfusedWorkspaceBudget, 2 GiB; cuda/unfused/launch_extents.cuh) and caps on the
  * sequences and the query rows per chunk (0 = none). They let small shapes run in the chunks that
  * only large ones need. Plans keep the chunking they were created with; (0, 0, 0) restores the
  * defaults. Set them while no other thread plans. */
-void pa__unfused_set_test_limits(uint64_t budget_bytes, int64_t max_chunk_sequences,
-                                 int64_t max_chunk_queries);
+PA_VISIBLE_TO_TESTS void pa__unfused_set_test_limits(uint64_t budget_bytes,
+                                                     int64_t max_chunk_sequences,
+                                                     int64_t max_chunk_queries);
 
 /* The chunking an UNFUSED plan runs with (cuda/unfused/launch_extents.cuh, unfused_extents); also
  * printed by PA_DEBUG=1. */
@@ -155,19 +166,19 @@ typedef struct pa__unfused_chunks {
   int64_t query_rows_per_chunk, query_chunks; /* query rows: per (sequence, query head) */
 } pa__unfused_chunks;
 /* 1 and *out filled for an UNFUSED plan on a device (real or described), else 0. */
-int pa__unfused_chunking(const pa_plan *plan, pa__unfused_chunks *out);
+PA_VISIBLE_TO_TESTS int pa__unfused_chunking(const pa_plan *plan, pa__unfused_chunks *out);
 
 /* ---- PREFILL's kernel family (cuda/prefill/prefill.cu) -----------------------------------------
  * For the tests and PA_DEBUG, not part of the contract: the family a PREFILL plan runs, fixed at
  * plan time: "wgmma" (the sm_90a kernels) or "mma.sync"; NULL for any other plan. The environment
  * variable PA_PREFILL_KERNEL=mma.sync, read at plan time, keeps every plan on "mma.sync". */
-const char *pa__prefill_kernel_family(const pa_plan *plan);
+PA_VISIBLE_TO_TESTS const char *pa__prefill_kernel_family(const pa_plan *plan);
 
 /* ---- LATENT's kernel family (cuda/latent/latent.cu) --------------------------------------------
  * The same for LATENT plans: "wgmma" (the sm_90a kernel: compute capability 9.0, fp16 / bf16
  * caches, head_size 576, v_head_size 512) or "mma.sync"; NULL for any other plan.
  * PA_LATENT_KERNEL=mma.sync, read at plan time, keeps every plan on "mma.sync". */
-const char *pa__latent_kernel_family(const pa_plan *plan);
+PA_VISIBLE_TO_TESTS const char *pa__latent_kernel_family(const pa_plan *plan);
 
 /* Device queries (lib/device.c); cached per device. */
 pa_status pa__device_caps_cached(int32_t device, pa_device_caps *caps);
