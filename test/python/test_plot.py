@@ -3,6 +3,7 @@ format of bench/decode_bench.cu), bench/anchors.py's table lines, and the prefil
 parsed figures and that each chart is written as a PNG. Usage: test_plot.py SOURCE_ROOT"""
 import os
 import pathlib
+import shutil
 import sys
 import tempfile
 import unittest
@@ -58,6 +59,7 @@ PREFILL_CSV = """label,backend,us,tflops,tbps,pct
 class Plot(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="pagedattn-plot-")
+        self.addCleanup(shutil.rmtree, self.dir)
 
     def write(self, name, text):
         path = os.path.join(self.dir, name)
