@@ -128,11 +128,12 @@ inline void plan_row_block_launch(pa_plan *plan, const row_block_plan &R, row_bl
 }
 
 // One 128-byte-swizzled tensor map of 16-bit elements, every element stride 1: the form of each
-// map below. cuTensorMapEncodeTiled is a driver call, and on a thread with no current context (a
-// step on a thread whose first CUDA call it is; plans call the runtime first) it fails with
-// CUDA_ERROR_INVALID_CONTEXT; the runtime makes the current device's primary context current at
-// a thread's first call that needs one, as the step's launch would, and cudaFree(nullptr) is such
-// a call that does nothing else. No capture runs on this thread then (a capture begins with a
+// map below. cuTensorMapEncodeTiled is a driver call, and on a thread with no current context it
+// fails with CUDA_ERROR_INVALID_CONTEXT. Plans make a runtime call before they encode (the
+// kernel's shared-memory attribute) and steps launch the write kernel first, and the runtime makes
+// the current device's primary context current at a thread's first call that needs one; the
+// retry is the safety net for an encode that would come first: cudaFree(nullptr) is such a call
+// that does nothing else. No capture runs on this thread then (a capture begins with a
 // runtime call), but one on another thread in global mode would refuse cudaFree: relaxed here.
 inline CUresult encode_swizzled_map(kv_page_map_encoder encode, CUtensorMap *map, cuuint32_t rank,
                                     const void *address, const cuuint64_t *dims,
