@@ -82,18 +82,16 @@ prefill_variant wgmma_variant() {
 }
 
 // The family a problem runs on: wgmma on a device of compute capability 9.0 (whose sm_90a cubin
-// this build holds) for head sizes above 64 with every cache type (8-bit caches converted to fp16
-// by the kernel's producer) and for head size 64 with 16-bit caches, else mma.sync. (At 64
-// channels an 8-bit tile of 64 keys would give each producer thread runs of 4 rows, whose
-// loaded-keys bits are not whole bytes; head sizes below 64, whose 64-channel boxes would be wider
-// than the tensors, have not run on the 64-channel kernel: both stay on mma.sync.)
+// this build holds) for head sizes from 64 with every cache type (8-bit caches converted to fp16
+// by the kernel's producer) and for every head size below 64 with 16-bit caches (their 64-channel
+// boxes wider than the tensors: the channels past head_size land as zeros), else mma.sync. (8-bit
+// caches below 64 channels, loaded by cp.async, have not run on the 64-channel kernel.)
 // PA_PREFILL_KERNEL=mma.sync keeps every plan on mma.sync (for measurements and tests that compare
 // the two).
 prefill_family family_for(const pa__problem *p, const pa_device_caps *caps) {
   const char *env = getenv("PA_PREFILL_KERNEL");
   if (env && strcmp(env, "mma.sync") == 0) return PREFILL_MMA_SYNC;
-  const bool wgmma_built =
-      p->head_size > 64 || (p->head_size == 64 && pa_dtype_size(p->k_cache_dtype) == 2);
+  const bool wgmma_built = p->head_size >= 64 || pa_dtype_size(p->k_cache_dtype) == 2;
   return runs_sm90a_kernels(caps) && wgmma_built ? PREFILL_WGMMA : PREFILL_MMA_SYNC;
 }
 
@@ -104,13 +102,9 @@ bool variant_for(const pa__problem *p, const pa_device_caps *caps, prefill_varia
     using C = decltype(c);
     const int dmax = prefill_dmax(p->head_size);
     if (family == PREFILL_WGMMA) {
-      if constexpr (sizeof(C) == 2) {
-        if (dmax == 64) {
-          *v = wgmma_variant<T, C, 64>();
-          return;
-        }
-      }
-      *v = dmax == 128 ? wgmma_variant<T, C, 128>() : wgmma_variant<T, C, 256>();
+      *v = dmax == 64    ? wgmma_variant<T, C, 64>()
+           : dmax == 128 ? wgmma_variant<T, C, 128>()
+                         : wgmma_variant<T, C, 256>();
       return;
     }
     *v = dmax == 64 ? mma_sync_variant<T, C, 64>()

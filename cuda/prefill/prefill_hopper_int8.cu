@@ -5,8 +5,10 @@
 
 namespace pa {
 namespace detail {
+PA_PREFILL_HOPPER_INSTANTIATE(__half, int8_t, 64)
 PA_PREFILL_HOPPER_INSTANTIATE(__half, int8_t, 128)
 PA_PREFILL_HOPPER_INSTANTIATE(__half, int8_t, 256)
+PA_PREFILL_HOPPER_INSTANTIATE(__nv_bfloat16, int8_t, 64)
 PA_PREFILL_HOPPER_INSTANTIATE(__nv_bfloat16, int8_t, 128)
 PA_PREFILL_HOPPER_INSTANTIATE(__nv_bfloat16, int8_t, 256)
 }  // namespace detail

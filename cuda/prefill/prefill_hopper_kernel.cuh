@@ -1,8 +1,7 @@
-// The PREFILL backend's Hopper kernels (sm_90a; fp16 / bf16 caches at head sizes 64..256, int8 /
-// fp8 caches at 65..256): the work units, row blocks, splits and schedule of prefill_kernel.cuh,
-// computed by warpgroups with wgmma and fed by a producer. (At 64 channels an 8-bit cache's
-// 64-key tile would give producer threads runs of 4 rows, whose loaded-keys bits are not whole
-// bytes: those caches stay on mma.sync, as do head sizes below 64, prefill.cu's family_for.)
+// The PREFILL backend's Hopper kernels (sm_90a; fp16 / bf16 caches at every head size, int8 / fp8
+// caches at 64..256): the work units, row blocks, splits and schedule of prefill_kernel.cuh,
+// computed by warpgroups with wgmma and fed by a producer. (8-bit caches below 64 channels stay on
+// mma.sync: prefill.cu's family_for.)
 //
 // A CTA is three warpgroups. The producer (warpgroup 0, registers given back with setmaxnreg) takes
 // units from the schedule's counter, writes each unit's rows (admitted key ranges, per 16-row group
@@ -101,33 +100,37 @@ struct hopper_scratch {
 // and V codes per slot) and take fewer stages, within the 227 KB a block may have.
 template <typename C, int DMAX>
 struct hopper_geometry {
-  // (64 channels: 16-bit caches only, see the top of this file)
   static_assert(DMAX == 64 || DMAX == 128 || DMAX == 256, "the Hopper layouts' channel counts");
   static constexpr bool kCodes = sizeof(C) == 1;  // the producer converts codes to fp16
   static constexpr int kChunks = DMAX / 8;        // 16-byte chunks of a T row
   static constexpr int kQSlots = DMAX == 256 ? 1 : 2;
-  // Keys per tile: 128 for 16-bit caches up to 128 channels (S as m64n128k16: the n64 shape left the
-  // tensor cores idle between small GEMMs, and each tile's barriers, row maxima and rescaling
-  // count once per 128 keys), else 64 (two stages of 128 keys at 256 channels would leave no
-  // prefetch; 8-bit caches' staging would not fit). A tile is kTileKeys / 64 of the schedule's
-  // 64-key tiles (kPrefillTileKeys), the last one past the unit's tile_end not loaded.
-  static constexpr int kTileKeys = DMAX <= 128 && !kCodes ? 128 : 64;
+  // Keys per tile: 128 for 16-bit caches up to 128 channels and for 8-bit ones at 64 (S as
+  // m64n128k16: the n64 shape left the tensor cores idle between small GEMMs, and each tile's
+  // barriers, row maxima and rescaling count once per 128 keys; at 64 channels it also gives 8-bit
+  // producer threads runs of 8 rows, whole bytes of the loaded-keys words), else 64 (two stages of
+  // 128 keys at 256 channels would leave no prefetch; 8-bit caches' staging would not fit at 128
+  // channels). A tile is kTileKeys / 64 of the schedule's 64-key tiles (kPrefillTileKeys), the
+  // last one past the unit's tile_end not loaded.
+  static constexpr int kTileKeys = DMAX == 64 || (DMAX == 128 && !kCodes) ? 128 : 64;
   static constexpr int kTileSpan = kTileKeys / kPrefillTileKeys;  // schedule tiles per tile
   // With 128-key tiles a stage's K and V land and are freed on barriers of their own (a tile's K
   // is free once its S has run, its V a turn later), and two stages keep about two tiles of loads
   // in flight, as four 64-key stages did (at 64 channels, where a tile is half the bytes, four
-  // stages fit). With 64-key tiles one pair of barriers guards the whole stage: the 8-bit kernels
-  // ran 4-5 % slower with the split (sixth call of session 17).
-  static constexpr bool kSplitStages = kTileKeys == 128;
+  // stages fit). Otherwise one pair of barriers guards the whole stage: the 8-bit kernels ran
+  // 4-5 % slower with the split (sixth call of session 17), and their producer converts a
+  // stage's K and V together.
+  static constexpr bool kSplitStages = kTileKeys == 128 && !kCodes;
   static constexpr int kStages = DMAX == 256 ? 2 : DMAX == 128 && kSplitStages ? 2 : 4;
   // Up to 128 channels the two consumer warpgroups take turns on the tensor cores (at 256, the
   // pipelined loop's extra score and P registers would spill)
   static constexpr bool kTurns = DMAX <= 128;
   // The registers after setmaxnreg: the 16-bit producer keeps a tile's row predicates from its K
   // copies to its V copies (waits between) and spilled at 56; the 8-bit consumers at 256 channels
-  // spill at 216 (ptxas -v)
-  static constexpr int kProducerRegisters = kCodes ? 56 : 64;
-  static constexpr int kConsumerRegisters = kCodes ? 224 : 216;
+  // spill at 216 (ptxas -v); at 64 channels the 8-bit producer, whose runs are 8 rows of a 128-key
+  // tile, spilled at 56, and the consumers need fewer
+  static constexpr bool kWideCodes = kCodes && DMAX > 64;
+  static constexpr int kProducerRegisters = kWideCodes ? 56 : 64;
+  static constexpr int kConsumerRegisters = kWideCodes ? 224 : 216;
   static_assert(kProducerRegisters + 2 * kConsumerRegisters <= 3 * kHopperStartRegisters,
                 "the registers the CTA started with");
   // 8-bit caches: one tile of codes staged ahead; at 128 channels 4 stages + 1 staging slot ran
@@ -621,13 +624,14 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
       // 8-byte accesses are contiguous.
       constexpr int kVCodes = kRunRows * kHopperWarpgroupThreads * 8;
       static_assert(2 * kVCodes == G::kStagingBytes, "a slot holds a tile's K and V codes");
-      int64_t staged_tile = tile_begin;  // the next tile to stage
-      static_assert(G::kTileSpan == 1 && !G::kSplitStages, "8-bit caches take 64-key stages");
+      int64_t staged_tile = tile_begin;  // the next tile to stage (in schedule tiles)
+      static_assert(!G::kSplitStages, "8-bit caches convert a whole stage at once");
       auto stage_codes = [&](int slot) {  // stages tile staged_tile (if any); its run bits
         uint32_t valid = 0u;
         if (staged_tile < tile_end) {
           const int32_t block_id = kv_block_mapped(P.kv, next_entry);
-          if (staged_tile + 1 < tile_end) next_entry = entry(staged_tile + 1);
+          if (staged_tile + G::kTileSpan < tile_end)
+            next_entry = entry(staged_tile + G::kTileSpan);
           // row i from the run's first row, loaded or not (as the 16-bit tiles below)
           const int64_t offset = run_source(staged_tile, block_id, &valid);
           const unsigned char *k_rows = k_base + offset, *v_rows = v_base + offset;
@@ -641,14 +645,14 @@ __device__ __forceinline__ void hopper_produce(const prefill_params &P,
           }
         }
         cp_async_commit();  // empty past the unit's tiles: one group per tile position
-        staged_tile++;
+        staged_tile += G::kTileSpan;
         return valid;
       };
       uint32_t staged_valid[G::kStagingSlots];  // the staged tiles' run bits, oldest first
 #pragma unroll
       for (int s = 0; s < G::kStagingSlots; s++) staged_valid[s] = stage_codes(s);
-      for (int64_t tile = tile_begin; tile < tile_end; tile++) {
-        const int slot = (int)((tile - tile_begin) % G::kStagingSlots);
+      for (int64_t tile = tile_begin; tile < tile_end; tile += G::kTileSpan) {
+        const int slot = (int)((tile - tile_begin) / G::kTileSpan % G::kStagingSlots);
         cp_async_wait<G::kStagingSlots - 1>();  // this thread's codes of `tile` have landed
         mbarrier_wait(S.k_empty(tile_pos.slot), tile_pos.phase ^ 1u);  // the whole stage
         const unsigned char *codes = S.staging(slot) + tid * 8;

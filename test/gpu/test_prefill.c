@@ -10,7 +10,7 @@
  * step), attention_metadata invariance (absent == tight == loose, bitwise), under-sized bounds and
  * out-of-range ids (for compute-sanitizer), and plan-level checks on the real device: AUTO picks
  * PREFILL for prefill-shaped steps and DECODE for decode-shaped ones, the kernel family PREFILL
- * plans pick (wgmma on compute capability 9.0 from 64 channels, 8-bit caches above 64), forced PREFILL refuses
+ * plans pick (wgmma on compute capability 9.0, 8-bit caches from 64 channels), forced PREFILL refuses
  * attention_bias / output_qk / LATENT / head_size 72 naming the feature, the workspace of a
  * 256 x 4-token verify step over 4k stays below 1 GiB without attention_metadata, and an execute
  * with one byte too little workspace launches nothing.
@@ -75,7 +75,8 @@ static void matrix(gpu_matrix_result *all, int quick) {
    * tile over 3000 keys exceeds it with an int8 cache, but not always with fp8, whose random codes
    * make the attention near-uniform).
    *
-   * head sizes (multiples of 16 up to 256, 48 and 112 not powers of two) and types, over query
+   * head sizes (multiples of 16 up to 256, 16-48 on the Hopper kernels with 64-channel boxes wider
+   * than the head, 48 and 112 not powers of two) and types, over query
    * chunks that cross a 64-row tile, several KV tiles, block sizes 16 and 64 */
   gpu_case heads = gpu_case_default("prefill_heads");
   heads.num_heads = 8;
@@ -89,7 +90,7 @@ static void matrix(gpu_matrix_result *all, int quick) {
      * head (and, at 160, one partly past it) */
     const gpu_axis q[] = {GPU_AXIS(head_size, 48, 128, 160, 256),
                           GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16)};
-    const gpu_axis f[] = {GPU_AXIS(head_size, 48, 64, 96, 112, 128, 160, 192, 256),
+    const gpu_axis f[] = {GPU_AXIS(head_size, 16, 32, 48, 64, 96, 112, 128, 160, 192, 256),
                           GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16),
                           GPU_AXIS(block_size, 16, 64)};
     RUN_QUICK_OR_FULL(*all, heads, q, f);
@@ -738,7 +739,7 @@ static int auto_choice(void) {
 }
 
 /* The kernel family PREFILL plans pick (pa__prefill_kernel_family): on compute capability 9.0, the
- * sm_90a wgmma kernels for head sizes from 64 with fp16 / bf16 caches and above 64 with int8 / fp8
+ * sm_90a wgmma kernels for every head size with fp16 / bf16 caches and from 64 with int8 / fp8
  * caches (converted by the producer), forced and through AUTO, and mma.sync below those; mma.sync
  * elsewhere, or everywhere with PA_PREFILL_KERNEL=mma.sync. So a run of the matrices on an H200
  * proves which kernels it tested. */
@@ -770,21 +771,20 @@ static int kernel_family(void) {
   const int32_t heads[] = {48, 64, 80, 128, 256};
   for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) {
     request r = prefill_shaped(heads[i]);
-    const char *want_here = heads[i] < 64 ? "mma.sync" : want;
     char what[96];
     snprintf(what, sizeof what, "bf16, head_size %d, forced PREFILL", heads[i]);
-    ok &= expect_family(&r, PA_BACKEND_PREFILL, want_here, what);
+    ok &= expect_family(&r, PA_BACKEND_PREFILL, want, what);
     snprintf(what, sizeof what, "bf16, head_size %d, AUTO", heads[i]);
-    ok &= expect_family(&r, PA_BACKEND_AUTO, want_here, what);
+    ok &= expect_family(&r, PA_BACKEND_AUTO, want, what);
   }
   request r = make_request(32, 8, 128, PA_DTYPE_FLOAT16, 3, 40, 64, 8);
   ok &= expect_family(&r, PA_BACKEND_PREFILL, want, "fp16, head_size 128, block 64");
-  /* 8-bit caches: the same families (per-tensor int8, per-channel fp8; 64 channels stay on
-   * mma.sync) */
-  const int32_t quantized_heads[] = {64, 128, 256};
+  /* 8-bit caches: the same families from 64 channels, mma.sync below (per-tensor int8,
+   * per-channel fp8) */
+  const int32_t quantized_heads[] = {48, 64, 128, 256};
   for (size_t i = 0; i < sizeof quantized_heads / sizeof quantized_heads[0]; i++) {
     const int32_t head_size = quantized_heads[i];
-    const char *want_here = head_size <= 64 ? "mma.sync" : want;
+    const char *want_here = head_size < 64 ? "mma.sync" : want;
     char what[96];
     r = prefill_shaped(head_size);
     r.in[PA_IN_KEY_CACHE].dtype = r.in[PA_IN_VALUE_CACHE].dtype = PA_DTYPE_INT8;
@@ -800,7 +800,7 @@ static int kernel_family(void) {
     snprintf(what, sizeof what, "fp8 cache per channel, head_size %d", head_size);
     ok &= expect_family(&r, PA_BACKEND_PREFILL, want_here, what);
   }
-  fprintf(stderr, "prefill: 16-bit caches from 64 channels, 8-bit ones above, run on the %s kernels\n",
+  fprintf(stderr, "prefill: 16-bit caches, and 8-bit ones from 64 channels, run on the %s kernels\n",
           want);
   return ok;
 }
