@@ -45,16 +45,19 @@ def short_name(mangled):
 def ptxas_lines(stderr):
     """{mangled: {"registers", "spills", "notes"}} from nvcc -Xptxas=-v output."""
     kernels, current = {}, None
+
+    def kernel(name):
+        return kernels.setdefault(name, {"registers": "?", "spills": "0/0",
+                                         "notes": collections.Counter()})
+
     for line in stderr.splitlines():
         m = COMPILING.search(line)
         if m:
-            current = kernels.setdefault(m.group(1), {"registers": "?", "spills": "0/0",
-                                                      "notes": collections.Counter()})
+            current = kernel(m.group(1))
             continue
         m = NOTE.search(line)
         if m:
-            kernels.setdefault(m.group(2), {"registers": "?", "spills": "0/0",
-                                            "notes": collections.Counter()})["notes"][m.group(1)] += 1
+            kernel(m.group(2))["notes"][m.group(1)] += 1
             continue
         if current is None:
             continue
