@@ -22,11 +22,23 @@ args = ap.parse_args()
 
 tests = [t for t in json.loads(subprocess.check_output(["meson", "introspect", "--tests", args.build]))
          if any(s.endswith(":gpu") for s in t["suite"])]
+
+
+def test_env(test_vars):
+    """os.environ with a test's own variables, as meson test sets them: a path list such as
+    LD_LIBRARY_PATH goes in front of the caller's, which keeps .devdeps/lib (cmocka) in it."""
+    env = dict(os.environ)
+    for name, value in (test_vars or {}).items():
+        path_list = name.endswith("PATH") and env.get(name)
+        env[name] = f"{value}{os.pathsep}{env[name]}" if path_list else value
+    return env
+
+
 jobs = []
 for t in tests:
     n = SHARDS.get(t["name"], 1)
     for i in range(n):
-        env = dict(os.environ, **(t.get("env") or {}), PA_TEST_SEED=args.seed)
+        env = dict(test_env(t.get("env")), PA_TEST_SEED=args.seed)
         if n > 1:
             env["PA_GPU_TEST_SHARD"] = f"{i}/{n}"
         jobs.append((t["name"] + (f" shard {i}/{n}" if n > 1 else ""), t["cmd"], env))
