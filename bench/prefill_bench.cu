@@ -6,7 +6,8 @@
 // alone (the chunk on PREFILL and AUTO, the decodes on AUTO, i.e. DECODE) and the ratio step / (sum
 // of the parts); a speculative-verify step (64 sequences x 4 tokens over 4k) with the 1-token step of
 // the same batch on DECODE and the bandwidth of both; 1 x 8k with int8 and fp8 caches (per tensor);
-// 1 x 8k at block 64 and 256.
+// 1 x 8k at block 64 and 256; 4 x 2k with its K / V already cached (slot_mapping all -1, no write:
+// the attention's own time).
 //
 // For each (row, backend): random data filled on the device (never zeros), a shuffled block table,
 // attention_metadata passed with the tight bounds; one pa_execute first, checked against a host fp64
@@ -103,6 +104,9 @@ struct step_shape {
   pa_dtype cache_dtype = PA_DTYPE_BFLOAT16;
   int heads = 32, kv_heads = 8, head_size = 128;
   pa_dtype dtype = PA_DTYPE_BFLOAT16;
+  // the new tokens' K / V already in the cache (slot_mapping all -1, as after a prefix-cache hit):
+  // the step writes nothing, so its time is the attention's alone
+  bool keys_cached = false;
 };
 
 step_shape uniform(const std::string &label, int batch, int q, int past) {
@@ -177,6 +181,7 @@ void setup(device_problem &p, const step_shape &s, uint64_t seed) {
   p.in[PA_IN_BLOCK_TABLE] = desc(PA_DTYPE_INT32, 2, B, p.blocks_per_seq);
   if (quantized(p)) p.in[PA_IN_K_SCALE] = p.in[PA_IN_V_SCALE] = desc(PA_DTYPE_FLOAT32, 1, 1);
   p.in[PA_IN_ATTENTION_METADATA] = desc(PA_DTYPE_INT32, 1, 2);
+  if (s.keys_cached) p.in[PA_IN_SLOT_MAPPING] = desc(PA_DTYPE_INT32, 1, T);
   p.out[PA_OUT_OUTPUT] = p.in[PA_IN_QUERY];
 
   memset(p.dev, 0, sizeof p.dev);
@@ -196,6 +201,8 @@ void setup(device_problem &p, const step_shape &s, uint64_t seed) {
                         cudaMemcpyHostToDevice));
   CHECK_CUDA(cudaMemcpy(p.dev[PA_IN_BLOCK_TABLE], p.table.data(), p.table.size() * 4,
                         cudaMemcpyHostToDevice));
+  if (s.keys_cached)  // every slot -1: 0xff bytes
+    CHECK_CUDA(cudaMemset(p.dev[PA_IN_SLOT_MAPPING], 0xff, desc_bytes(p.in[PA_IN_SLOT_MAPPING])));
   p.k_scale = s.cache_dtype == PA_DTYPE_INT8 ? 0.01f : 0.004f;
   p.v_scale = p.k_scale;
   if (quantized(p)) {
@@ -589,6 +596,10 @@ int main(int argc, char **argv) {
   std::vector<step_shape> plain;
   plain.push_back(uniform("causal 4x2k", 4, 2048, 0));
   if (!quick) {
+    // 4 x 2k without its write (the attention's own pace; a label --only "causal 4x2k" keeps)
+    step_shape cached = uniform("causal 4x2k keys cached", 4, 2048, 0);
+    cached.keys_cached = true;
+    plain.push_back(cached);
     plain.push_back(uniform("causal 1x8k", 1, 8192, 0));
     plain.push_back(uniform("chunk 2k over 30k", 1, 2048, 30720));
     // causal 1 x 8k with one change
