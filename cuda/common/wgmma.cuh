@@ -289,6 +289,17 @@ __device__ __forceinline__ bool named_barrier_and(int id, int threads, bool pred
   return all != 0;
 }
 
+// Four 8x8 matrices of 16-bit elements from the accumulator layout into shared memory: lane l
+// holds elements (l / 4, 2 (l % 4)) and (l / 4, 2 (l % 4) + 1) of matrix i in r[i], and gives the
+// address of row l % 8 of matrix l / 8 (ldmatrix_x4's transpose: sm_90 and newer).
+__device__ __forceinline__ void stmatrix_x4(void *row, uint32_t r0, uint32_t r1, uint32_t r2,
+                                            uint32_t r3) {
+  const uint32_t addr = (uint32_t)__cvta_generic_to_shared(row);
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+               "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+}
+
 #endif  // PA_SM90A
 
 }  // namespace detail

@@ -972,11 +972,23 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P,
     if (!boxed && lane == 0) mbarrier_arrive(S.unit_empty(unit_pos.slot));
     if (boxed) {
       unsigned char *q_rows = S.q(unit_pos.slot);
-      prefill_final_rows_m16<T, C>(P, R, row0, out_acc, row_max, row_sum, kv_head, lane,
-                                   [&](int r, int n, uint4 v) {
-                                     *reinterpret_cast<uint4 *>(
-                                         q_rows + swizzle128_chunk_offset(kHopperRows, r, n)) = v;
-                                   });
+      // the warp's 16 rows (all exist) stored straight from the accumulator layout: stmatrix x4
+      // takes n-tiles n and n + 1 of rows 0-7 and 8-15 (lane l addresses row l % 8 of matrix
+      // l / 8), with none of quad_transpose_words' exchanges
+      prefill_row_state rows[2];
+#pragma unroll
+      for (int h = 0; h < 2; h++)
+        rows[h] = prefill_final_row_state<T>(P, R, row0, row_max, row_sum, lane, h);
+      const int matrix = lane / 8;
+      const int matrix_row = row0 + (matrix % 2) * 8 + lane % 8;
+      auto pair = [&](int n, int h) {
+        return prefill_final_pair<T, C>(P, kv_head, 8 * n + col, rows[h], out_acc[n][2 * h],
+                                        out_acc[n][2 * h + 1]);
+      };
+#pragma unroll
+      for (int n = 0; n < kOutTiles; n += 2)
+        stmatrix_x4(q_rows + swizzle128_chunk_offset(kHopperRows, matrix_row, n + matrix / 2),
+                    pair(n, 0), pair(n, 1), pair(n + 1, 0), pair(n + 1, 1));
       fence_async_proxy();  // generic stores the copy engine reads
       named_barrier_sync(kHopperStoreBarrier + wg, kHopperWarpgroupThreads);
       if (box_issuer) {

@@ -457,13 +457,32 @@ __device__ __forceinline__ prefill_lane_row prefill_lane_row_of(const prefill_pa
   return {r, R.first_token + prefill_row_token(P, r), R.first_head + prefill_row_head(P, r), l};
 }
 
-// A final m16 tile of rows row0 .. row0 + 15 of the block (one split, 16-bit fragments, the
-// accumulators' pairs at channels 8 n + col), each row packed whole before any of it is stored
+// Row h (0 or 1) of this lane's pair in a final m16 tile of rows row0 .. row0 + 15 of the block
+// (one split): its finalization (prefill_final_pair takes its channels) and, in *r where given,
+// its block row, which exists where it is below R.valid_rows (the same for the 4 lanes of a row; a row past them
+// finalizes to zeros). Marks the row's token as finalized (split_counts). Every lane of the warp
+// must call it.
+template <typename T>
+__device__ __forceinline__ prefill_row_state prefill_final_row_state(const prefill_params &P,
+                                                                     const prefill_row_block &R,
+                                                                     int row0,
+                                                                     const float (&row_max)[2],
+                                                                     const float (&row_sum)[2],
+                                                                     int lane, int h,
+                                                                     int *r = nullptr) {
+  const prefill_lane_row lr = prefill_lane_row_of(P, R, row0, lane, h, row_sum[h]);
+  if (r) *r = lr.r;
+  if (lr.r >= R.valid_rows) return prefill_row_state{0.0f, 1.0f, 0.0f};
+  if (P.split_counts && lane % 4 == 0) P.split_counts[lr.token] = 1;
+  return prefill_row_state_of<T>(P, lr.head, 1, row_max[h], lr.sum);
+}
+
+// A final m16 tile of rows row0 .. row0 + 15 (16-bit fragments, the accumulators' pairs at
+// channels 8 n + col; prefill_final_row_state), each row packed whole before any of it is stored
 // (no store waits for the registers of the one before: ncu, nineteenth measurement), then handed
 // out as whole n-tiles: store16(r, n, v) gets n-tile n (channels 8 n .. 8 n + 7, 16 bytes) of block
 // row r from one lane of the row's four, after a 4-lane exchange (quad_transpose_words). Every
-// lane of the warp must call it; rows past valid_rows hand out nothing. Marks the rows' tokens as
-// finalized (split_counts).
+// lane of the warp must call it; rows past valid_rows hand out nothing.
 template <typename T, typename C, int kOutTiles, typename Store16>
 __device__ __forceinline__ void prefill_final_rows_m16(const prefill_params &P,
                                                        const prefill_row_block &R, int row0,
@@ -475,13 +494,9 @@ __device__ __forceinline__ void prefill_final_rows_m16(const prefill_params &P,
   const int col = (lane % 4) * 2, lane_in_row = lane % 4;
 #pragma unroll
   for (int h = 0; h < 2; h++) {
-    const prefill_lane_row lr = prefill_lane_row_of(P, R, row0, lane, h, row_sum[h]);
-    const int r = lr.r;
-    const bool row_exists = r < R.valid_rows;  // the same for the 4 lanes of a row
-    const prefill_row_state row = row_exists
-                                      ? prefill_row_state_of<T>(P, lr.head, 1, row_max[h], lr.sum)
-                                      : prefill_row_state{0.0f, 1.0f, 0.0f};
-    if (row_exists && P.split_counts && col == 0) P.split_counts[lr.token] = 1;
+    int r;
+    const prefill_row_state row =
+        prefill_final_row_state<T>(P, R, row0, row_max, row_sum, lane, h, &r);
     uint32_t packed[kOutTiles];
 #pragma unroll
     for (int n = 0; n < kOutTiles; n++)
@@ -491,7 +506,7 @@ __device__ __forceinline__ void prefill_final_rows_m16(const prefill_params &P,
     for (int g = 0; g < kOutTiles / 4; g++) {
       const uint4 v = quad_transpose_words(packed[4 * g], packed[4 * g + 1], packed[4 * g + 2],
                                            packed[4 * g + 3], lane_in_row);
-      if (row_exists) store16(r, 4 * g + lane_in_row, v);
+      if (r < R.valid_rows) store16(r, 4 * g + lane_in_row, v);
     }
   }
 }
