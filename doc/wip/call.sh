@@ -13,6 +13,10 @@ git apply doc/wip/diag-timeline.patch || exit 1
 # SETUP_TWICE=1: the LATENT producers run their first unit's setup once more first, discarded
 # (diag-setup-twice.patch): whether the startup chain is cold code and lines or its reads
 [ -n "${SETUP_TWICE:-}" ] && { git apply doc/wip/diag-setup-twice.patch || exit 1; }
+# SETUP_STEPS=1: four more events inside the LATENT producers' first-unit set-up
+# (diag-setup-steps.patch): the search's lengths landed, the unit's rows, the rows' key union, the
+# unit slot written
+[ -n "${SETUP_STEPS:-}" ] && { git apply doc/wip/diag-setup-steps.patch || exit 1; }
 tail -1 cuda/common/diag_timeline.cuh | grep -q "namespace pa" || { echo "header cut"; exit 1; }
 rm -rf build-d && meson setup build-d -Dgpu_archs=90a -Dbuildtype=release > $O/setup.log 2>&1 &&
   ninja -C build-d bench/pa_bench_latent bench/pa_bench_prefill > $O/build.log 2>&1 ||
