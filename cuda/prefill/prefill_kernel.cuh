@@ -459,9 +459,9 @@ __device__ __forceinline__ prefill_lane_row prefill_lane_row_of(const prefill_pa
 
 // Row h (0 or 1) of this lane's pair in a final m16 tile of rows row0 .. row0 + 15 of the block
 // (one split): its finalization (prefill_final_pair takes its channels) and, in *r where given,
-// its block row, which exists where it is below R.valid_rows (the same for the 4 lanes of a row; a row past them
-// finalizes to zeros). Marks the row's token as finalized (split_counts). Every lane of the warp
-// must call it.
+// its block row, which exists where it is below R.valid_rows (the same for the 4 lanes of a row;
+// a row past them finalizes to zeros). Marks the row's token as finalized (split_counts). Every
+// lane of the warp must call it.
 template <typename T>
 __device__ __forceinline__ prefill_row_state prefill_final_row_state(const prefill_params &P,
                                                                      const prefill_row_block &R,

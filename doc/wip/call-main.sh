@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # a device call (one `run`, carry .devdeps, 84 s on the H200 in session 39; any card, the bars
 # on an H200): the working tree's whole pa_bench_latent and pa_bench_prefill --no-unfused
-# (issues 17 and 18), then its whole gpu suite as parallel processes (tools/gpu-suite-parallel.py: the matrix tests in
-# shards, every other gpu test once, memcheck of the quick write matrix; meson runs the gpu tests
-# one at a time, about 420 s on an H100 in session 38). The per-tile trace of the PREFILL Hopper
-# kernel is doc/wip/call-waits.sh's.
+# (issues 17 and 18), then its whole gpu suite as parallel processes
+# (tools/gpu-suite-parallel.py: the matrix tests in shards, every other gpu test once, memcheck
+# of the quick write matrix; meson runs the gpu tests one at a time, about 420 s on an H100 in
+# session 38). The per-tile trace of the PREFILL Hopper kernel is doc/wip/call-waits.sh's.
 O=$OUT
 source .devdeps/env.sh
 nvidia-smi -L
