@@ -17,6 +17,9 @@ git apply doc/wip/diag-timeline.patch || exit 1
 # (diag-setup-steps.patch): the search's lengths landed, the unit's rows, the rows' key union, the
 # unit slot written
 [ -n "${SETUP_STEPS:-}" ] && { git apply doc/wip/diag-setup-steps.patch || exit 1; }
+# CTA_SM=1 (with SETUP_STEPS=1): each attention CTA's multiprocessor beside its end
+# (diag-cta-sm.patch): whether the CTAs that end last are the same multiprocessors in each replay
+[ -n "${CTA_SM:-}" ] && { git apply doc/wip/diag-cta-sm.patch || exit 1; }
 tail -1 cuda/common/diag_timeline.cuh | grep -q "namespace pa" || { echo "header cut"; exit 1; }
 rm -rf build-d && meson setup build-d -Dgpu_archs=90a -Dbuildtype=release > $O/setup.log 2>&1 &&
   ninja -C build-d bench/pa_bench_latent bench/pa_bench_prefill > $O/build.log 2>&1 ||
@@ -34,7 +37,8 @@ for row in "16h 1x64k q1 block 64" "16h 64x4k q1 block 64" "128h 64x4k q1 block 
   PA_DIAG_TIMELINE=1 timeout 60 build-d/bench/pa_bench_latent --only "$row" > $O/row$n.txt 2>&1
   echo "$row: rc $?"
   grep -E "LATENT  |timeline 0|error|FAIL" $O/row$n.txt | head -3
-  grep -A9 "timeline 0" $O/row$n.txt | grep "^    cta" | cut -c1-140
+  grep -A16 "timeline 0" $O/row$n.txt | grep "^    cta" | cut -c1-140
+  grep "cta end by sm" $O/row$n.txt
 done | tee $O/latent.txt
 [ -n "$NO_PREFILL" ] && exit 0
 PA_DIAG_TIMELINE=1 timeout 120 build-d/bench/pa_bench_prefill --quick --no-unfused \
