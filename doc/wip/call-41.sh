@@ -10,7 +10,7 @@ W=doc/wip
 TESTS="decode prefill latent" SHARDS=4 RUNS=2 BENCH_FIRST=1 \
   BENCHES="pa_bench_prefill --no-unfused --quick;pa_bench_latent --quick" \
   timeout 330 tools/ab-patches \
-  all=$W/prefetch-tensor-maps.patch+$W/latent-prefetch-entries.patch+$W/merge-rows-first.patch \
+  all=$W/prefetch-tensor-maps.patch+$W/latent-prefetch-entries.patch+$W/latent-prefetch-lengths.patch+$W/merge-rows-first.patch \
   > $O/ab.txt 2>&1
 echo "ab rc $?"
 rm -rf /tmp/timeline-tree && mkdir -p /tmp/timeline-tree &&
