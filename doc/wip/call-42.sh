@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Session 42's device call (one `run`, carry .devdeps, any card, under 580 s): session 41's A/B
+# (call-41.sh's pf, setup and merge variants) with session 42's streaming merge as a fourth
+# variant (stream: latent-streamed-merge.patch; the LATENT matrix in 4 shards, memcheck and
+# racecheck of its quick matrix), the benches twice per variant; then, in the stream build, the
+# 16-head 1 x 64k rows with the streaming merge, its wait path (PA_LATENT_MERGE=wait) and the
+# merge kernel (=kernel), alternating, three times each; then main's whole gpu suite in the time
+# left. call-41.sh's LATENT timelines (CTA_SM) are not in it.
+O=$OUT
+source .devdeps/env.sh
+nvidia-smi -L
+W=doc/wip
+TESTS="prefill latent" TESTS_pf="" TESTS_merge="decode latent" TESTS_stream="latent" SHARDS=4 \
+  RUNS=2 BENCH_FIRST=1 BENCHES="pa_bench_prefill --no-unfused --quick;pa_bench_latent --quick" \
+  timeout 400 tools/ab-patches pf=$W/prefetch-tensor-maps.patch \
+  setup=$W/prefetch-tensor-maps.patch+$W/latent-prefetch-entries.patch+$W/latent-prefetch-lengths.patch+$W/latent-span-reuse.patch \
+  merge=$W/merge-rows-first.patch stream=$W/latent-streamed-merge.patch > $O/ab.txt 2>&1
+echo "ab rc $?"
+B=/tmp/ab-stream/build-ab/bench/pa_bench_latent
+for r in 1 2 3; do
+  for m in stream wait kernel; do
+    if [ $m = stream ]; then unset PA_LATENT_MERGE; else export PA_LATENT_MERGE=$m; fi
+    timeout 30 $B --only "16h 1x64k" > $O/merge-$m-$r.txt 2>&1
+    echo "$m $r: $(grep LATENT $O/merge-$m-$r.txt | grep -v kernels | tr -s ' ' | cut -c1-100 | paste -sd'|')"
+  done
+done > $O/merges.txt
+unset PA_LATENT_MERGE
+left=$((575 - SECONDS))
+[ $left -gt 40 ] && timeout $left python3 tools/gpu-suite-parallel.py build-ab $O/suite.txt \
+  --seconds $((left - 20)) --logdir $O/suite > /dev/null 2>&1
+sed -n '/=== tests/,$p' $O/ab.txt | cut -c1-150
+cat $O/merges.txt
+tail -25 $O/suite.txt 2>/dev/null
