@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# Session 42's device call (one `run`, carry .devdeps, any card, under 580 s): session 41's A/B
+# Session 42's device call (one `run`, carry .devdeps, any card, under LIMIT + 5 s): session 41's A/B
 # (call-41.sh's pf, setup and merge variants) with session 42's streaming merge as a fourth
 # variant (stream: latent-streamed-merge.patch; the LATENT matrix in 4 shards, memcheck and
 # racecheck of its quick matrix), the benches twice per variant; then, in the stream build, the
 # 16-head 1 x 64k rows with the streaming merge, its wait path (PA_LATENT_MERGE=wait) and the
 # merge kernel (=kernel), alternating, three times each; then main's whole gpu suite in the time
-# left. call-41.sh's LATENT timelines (CTA_SM) are not in it.
+# left. call-41.sh's LATENT timelines (CTA_SM) are not in it. LIMIT (default 575) is the call's
+# seconds: the A/B takes all but 160 of them.
+LIMIT=${LIMIT:-575}
 O=$OUT
 source .devdeps/env.sh
 nvidia-smi -L
 W=doc/wip
 TESTS="prefill latent" TESTS_pf="" TESTS_merge="decode latent" TESTS_stream="latent" SHARDS=4 \
   RUNS=2 BENCH_FIRST=1 BENCHES="pa_bench_prefill --no-unfused --quick;pa_bench_latent --quick" \
-  timeout 400 tools/ab-patches pf=$W/prefetch-tensor-maps.patch \
+  timeout $((LIMIT - 160)) tools/ab-patches pf=$W/prefetch-tensor-maps.patch \
   setup=$W/prefetch-tensor-maps.patch+$W/latent-prefetch-entries.patch+$W/latent-prefetch-lengths.patch+$W/latent-span-reuse.patch \
   merge=$W/merge-rows-first.patch stream=$W/latent-streamed-merge.patch > $O/ab.txt 2>&1
 echo "ab rc $?"
@@ -25,7 +27,7 @@ for r in 1 2 3; do
   done
 done > $O/merges.txt
 unset PA_LATENT_MERGE
-left=$((575 - SECONDS))
+left=$((LIMIT - SECONDS))
 [ $left -gt 40 ] && timeout $left python3 tools/gpu-suite-parallel.py build-ab $O/suite.txt \
   --seconds $((left - 20)) --logdir $O/suite > /dev/null 2>&1
 sed -n '/=== tests/,$p' $O/ab.txt | cut -c1-150
