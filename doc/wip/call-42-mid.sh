@@ -14,14 +14,6 @@ TESTS="prefill latent" TESTS_stream="latent" SHARDS=4 RUNS=2 BENCH_FIRST=1 \
   BENCHES="pa_bench_latent --quick" timeout $((LIMIT - 60)) tools/ab-patches \
   stream=$W/latent-streamed-merge.patch lean=$W/latent-setup-lean.patch > $O/ab.txt 2>&1
 echo "ab rc $?"
-B=/tmp/ab-stream/build-ab/bench/pa_bench_latent
-for r in 1 2; do
-  for m in stream wait kernel; do
-    if [ $m = stream ]; then unset PA_LATENT_MERGE; else export PA_LATENT_MERGE=$m; fi
-    timeout 15 $B --only "16h 1x64k" > $O/merge-$m-$r.txt 2>&1
-    echo "$m $r: $(grep LATENT $O/merge-$m-$r.txt | grep -v kernels | tr -s ' ' | cut -c1-100 | paste -sd'|')"
-  done
-done > $O/merges.txt
-unset PA_LATENT_MERGE
+bash doc/wip/time-merges.sh /tmp/ab-stream/build-ab/bench/pa_bench_latent 2 $O 15 > /dev/null
 sed -n '/=== tests/,$p' $O/ab.txt | cut -c1-150
 cat $O/merges.txt

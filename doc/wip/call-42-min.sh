@@ -12,14 +12,7 @@ cd /tmp/st && git apply doc/wip/latent-streamed-merge.patch || exit 1
 meson setup b -Dgpu_archs=90a -Dbuildtype=release > $O/setup.log 2>&1 && ninja -C b > $O/build.log 2>&1 ||
   { tail -20 $O/build.log; exit 1; }
 echo "built at $SECONDS s"
-for r in 1 2 3; do
-  for m in stream kernel wait; do
-    if [ $m = stream ]; then unset PA_LATENT_MERGE; else export PA_LATENT_MERGE=$m; fi
-    timeout 12 b/bench/pa_bench_latent --only "16h 1x64k" > $O/merge-$m-$r.txt 2>&1
-    echo "$m $r: $(grep LATENT $O/merge-$m-$r.txt | grep -v kernels | tr -s ' ' | cut -c1-100 | paste -sd'|')"
-  done
-done | tee $O/merges.txt
-unset PA_LATENT_MERGE
+bash doc/wip/time-merges.sh b/bench/pa_bench_latent 3 $O 12
 for i in 0 1 2 3; do
   PA_GPU_TEST_QUICK=1 PA_GPU_TEST_SHARD=$i/4 timeout 100 b/test/gpu/test_gpu_latent > $O/latent-$i.txt 2>&1 &
 done

@@ -11,14 +11,6 @@ nvidia-smi -L
 TESTS="latent" SHARDS=4 RUNS=3 BENCH_FIRST=1 BENCHES="pa_bench_latent --quick --only 16h" \
   timeout $((LIMIT - 70)) tools/ab-patches stream=doc/wip/latent-streamed-merge.patch > $O/ab.txt 2>&1
 echo "ab rc $?"
-B=/tmp/ab-stream/build-ab/bench/pa_bench_latent
-for r in 1 2; do
-  for m in stream wait kernel; do
-    if [ $m = stream ]; then unset PA_LATENT_MERGE; else export PA_LATENT_MERGE=$m; fi
-    timeout 12 $B --only "16h 1x64k" > $O/merge-$m-$r.txt 2>&1
-    echo "$m $r: $(grep LATENT $O/merge-$m-$r.txt | grep -v kernels | tr -s ' ' | cut -c1-100 | paste -sd'|')"
-  done
-done > $O/merges.txt
-unset PA_LATENT_MERGE
+bash doc/wip/time-merges.sh /tmp/ab-stream/build-ab/bench/pa_bench_latent 2 $O 12 > /dev/null
 sed -n '/=== tests/,$p' $O/ab.txt | cut -c1-150
 cat $O/merges.txt

@@ -20,15 +20,7 @@ TESTS="prefill latent" TESTS_merge="decode latent" TESTS_stream="latent" SHARDS=
   merge=$W/merge-rows-first.patch stream=$W/latent-streamed-merge.patch \
   lean=$W/latent-setup-lean.patch > $O/ab.txt 2>&1
 echo "ab rc $?"
-B=/tmp/ab-stream/build-ab/bench/pa_bench_latent
-for r in 1 2 3; do
-  for m in stream wait kernel; do
-    if [ $m = stream ]; then unset PA_LATENT_MERGE; else export PA_LATENT_MERGE=$m; fi
-    timeout 30 $B --only "16h 1x64k" > $O/merge-$m-$r.txt 2>&1
-    echo "$m $r: $(grep LATENT $O/merge-$m-$r.txt | grep -v kernels | tr -s ' ' | cut -c1-100 | paste -sd'|')"
-  done
-done > $O/merges.txt
-unset PA_LATENT_MERGE
+bash doc/wip/time-merges.sh /tmp/ab-stream/build-ab/bench/pa_bench_latent 3 $O 30 > /dev/null
 left=$((LIMIT - SECONDS))
 [ $left -gt 40 ] && timeout $left python3 tools/gpu-suite-parallel.py build-ab $O/suite.txt \
   --seconds $((left - 20)) --logdir $O/suite > /dev/null 2>&1
