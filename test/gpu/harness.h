@@ -127,6 +127,11 @@ typedef struct gpu_case {
   int32_t max_past_len;            /* 0 = no past */
   int32_t zero_q_lens;             /* random lengths: about 1 in 4 sequences has no new token */
   int32_t extra_tokens;            /* token rows beyond cu[B] (belong to no sequence) */
+  int32_t decreasing_cu;           /* cumulative_sequence_length's entries 1 .. B-1 in reverse
+                                      order (batch_size >= 3, non-zero q_lens): a decreasing cu,
+                                      each entry still in [0, token_count], a contract violation
+                                      whose result is unspecified, so the run compares nothing; it
+                                      must only succeed and stay clean (for compute-sanitizer) */
 
   /* paged cache */
   int32_t block_size;              /* required, power of two >= 16 */

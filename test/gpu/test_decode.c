@@ -434,6 +434,21 @@ int main(void) {
     gpu_matrix_add(&all, run_graph(&undersized, graph_axes, NUM(graph_axes), 3));
   }
 
+  /* a decreasing cumulative_sequence_length (a contract violation): unspecified results, nothing
+   * compared; pa_execute must succeed and the run stay clean */
+  gpu_case decreasing = undersized;
+  decreasing.name = "decode_decreasing_cu";
+  decreasing.metadata = GPU_METADATA_NONE;
+  decreasing.decreasing_cu = 1;
+  decreasing.batch_size = 5;
+  {
+    const gpu_axis axes[] = {GPU_AXIS(max_q_len, 1, 6), GPU_AXIS(window, 0, 64),
+                             GPU_AXIS(metadata, GPU_METADATA_NONE, GPU_METADATA_TIGHT)};
+    gpu_matrix_add(&all, run(&decreasing, axes, NUM(axes)));
+    const gpu_axis graph_axes[] = {GPU_AXIS(max_q_len, 1)};
+    gpu_matrix_add(&all, run_graph(&decreasing, graph_axes, NUM(graph_axes), 3));
+  }
+
   /* metadata absent == tight == loose, bitwise: many splits, and one split (direct) vs a merge;
    * ragged steps, windows, a quantized cache */
   {

@@ -361,6 +361,30 @@ static void replay_and_bounds(gpu_matrix_result *all, int quick) {
     const gpu_axis axes[] = {GPU_AXIS(max_q_len, 1, 4)};
     gpu_matrix_add(all, run(&undersized, axes, NUM(axes)));
   }
+  /* a decreasing cumulative_sequence_length (a contract violation): unspecified results, nothing
+   * compared; pa_execute must succeed and the run stay clean. Short sequences (the 64-row and
+   * whole-tile kernels' one split) and one long one among one-token sequences (the narrow
+   * kernel's many splits and their merge) */
+  gpu_case decreasing = deepseek("latent_decreasing_cu");
+  decreasing.decreasing_cu = 1;
+  decreasing.unmapped_blocks = 1;
+  decreasing.batch_size = 5;
+  decreasing.max_past_len = 1200;
+  {
+    const gpu_axis axes[] = {GPU_AXIS(max_q_len, 1, 4), GPU_AXIS(num_heads, 16, 128),
+                             GPU_AXIS(metadata, GPU_METADATA_NONE, GPU_METADATA_TIGHT)};
+    gpu_matrix_add(all, run(&decreasing, axes, NUM(axes)));
+  }
+  static const int32_t long_q[] = {1, 1, 1, 1}, long_past[] = {20000, 100, 9000, 700};
+  gpu_case decreasing_long = deepseek("latent_decreasing_cu_long");
+  decreasing_long.decreasing_cu = 1;
+  decreasing_long.batch_size = 4;
+  decreasing_long.q_lens = long_q;
+  decreasing_long.past_lens = long_past;
+  {
+    const gpu_axis axes[] = {GPU_AXIS(metadata, GPU_METADATA_NONE, GPU_METADATA_TIGHT)};
+    gpu_matrix_add(all, run(&decreasing_long, axes, NUM(axes)));
+  }
 }
 
 /* ---- absorbed MLA == non-absorbed, the absorbed form on LATENT -------------------------------- */

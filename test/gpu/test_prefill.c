@@ -588,6 +588,22 @@ static void replay_and_bounds(gpu_matrix_result *all, int quick) {
     const gpu_axis graph_axes[] = {GPU_AXIS(max_q_len, 16)};
     gpu_matrix_add(all, run_graph(&undersized, graph_axes, NUM(graph_axes), 3));
   }
+
+  /* a decreasing cumulative_sequence_length (a contract violation): unspecified results, nothing
+   * compared; pa_execute must succeed and the run stay clean */
+  gpu_case decreasing = undersized;
+  decreasing.name = "prefill_decreasing_cu";
+  decreasing.metadata = GPU_METADATA_NONE;
+  decreasing.decreasing_cu = 1;
+  decreasing.batch_size = 5;
+  {
+    const gpu_axis axes[] = {GPU_AXIS(max_q_len, 6, 200), GPU_AXIS(window, 0, 64),
+                             GPU_AXIS(metadata, GPU_METADATA_NONE, GPU_METADATA_TIGHT),
+                             GPU_AXIS(head_size, 64, 128)};
+    gpu_matrix_add(all, run(&decreasing, axes, NUM(axes)));
+    const gpu_axis graph_axes[] = {GPU_AXIS(max_q_len, 16)};
+    gpu_matrix_add(all, run_graph(&decreasing, graph_axes, NUM(graph_axes), 3));
+  }
 }
 
 /* ---- plan-level checks on the real device ---------------------------------------------------- */

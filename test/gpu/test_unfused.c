@@ -264,6 +264,19 @@ static void matrix(gpu_matrix_result *all, int quick) {
     RUN(*all, undersized, graph_axes, GPU_MODE_GRAPH, 3);
   }
 
+  /* a decreasing cumulative_sequence_length (a contract violation): unspecified results, nothing
+   * compared; pa_execute must succeed and the run stay clean */
+  gpu_case decreasing = undersized;
+  decreasing.name = "unfused_decreasing_cu";
+  decreasing.metadata = GPU_METADATA_NONE;
+  decreasing.decreasing_cu = 1;
+  decreasing.zero_q_lens = 0; /* distinct prefix sums: the reversal surely decreases */
+  {
+    const gpu_axis axes[] = {GPU_AXIS(max_q_len, 1, 8), GPU_AXIS(qk_output, 0, 1),
+                             GPU_AXIS(bias, GPU_BIAS_NONE, GPU_BIAS_FULL)};
+    RUN(*all, decreasing, axes, GPU_MODE_EAGER, 0);
+  }
+
   /* out-of-range block ids (-1, large negatives, >= num_blocks, INT32_MAX) and slots (negative,
    * >= num_blocks * bs, INT32_MIN / INT32_MAX): masked and skipped, compared with the reference */
   gpu_case range = gpu_case_default("unfused_out_of_range");
