@@ -301,7 +301,7 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
     // spilled at the producer's 56 registers)
     const bool before_wait =
         first_unit &&
-        hopper_work_before_wait(P, blockIdx.x, scratch, kLatentHopperProducerBarrier, &w);
+        hopper_work_before_wait<true>(P, blockIdx.x, scratch, kLatentHopperProducerBarrier, &w);
     if (!before_wait) {
       if (first_unit) wait_for_previous_kernel();  // a CTA past the schedule's units
       if (tid == 0) {  // -1: the schedule's units are all taken (no more units by index)
@@ -320,7 +320,7 @@ __device__ __forceinline__ void latent_hopper_produce(const prefill_params &P,
         mbarrier_arrive(S.unit_full());
         break;
       }
-      w = prefill_work_of(P, taken);
+      w = prefill_work_of<true>(P, taken);
     }
     prefill_unit_rows rows = {};  // none for malformed lengths
     if (w.valid) rows = prefill_unit_rows_of<true>(P, w.b, w.row_block, 0);

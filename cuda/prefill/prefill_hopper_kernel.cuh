@@ -85,12 +85,11 @@ struct hopper_unit {
 // The producer's exchange: the unit taken, each warp's part of the key union.
 struct hopper_scratch {
   int64_t taken;
-  int64_t lo[4], hi[4];
+  int32_t lo[4], hi[4];  // hopper_unit_row_keys: each warp's union
   float q_max[4];  // 8-bit caches: each warp's largest |Q| element of the unit (after k_scale)
-  // hopper_work_before_wait: each warp's units, and the sequence found (its units, its keys)
+  // hopper_work_before_wait: each warp's units, and the sequence found (its row blocks, splits)
   int32_t warp_units[4];
-  int32_t found_b, found_local, found_units;
-  int64_t found_kv_len;
+  int32_t found_b, found_local, found_row_blocks, found_splits;
 };
 
 // Shared memory of the kernel for head sizes up to DMAX, from a 1024-byte aligned base: the Q
@@ -354,13 +353,15 @@ __device__ __forceinline__ hopper_row_keys hopper_unit_row_keys(const prefill_pa
   const bool row_exists = tid < rows.valid_rows;
   key_span keys = {0, 0};
   if (row_exists) keys = prefill_row_keys<kBeforeWait>(P, rows, tid);
-  int64_t lo = keys.lo < keys.hi ? keys.lo : INT64_MAX;
-  int64_t hi = keys.lo < keys.hi ? keys.hi : INT64_MIN;
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) {
-    lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, offset));
-    hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, offset));
-  }
+  // The union in 32 bits, a warp's in one redux.sync each (64-bit shuffles and compares were
+  // about 150 instructions of the chain): keys are never negative, and within the contract below
+  // kv_len <= INT32_MAX (doc/api.md), so the clamp changes nothing there; lengths past it get a
+  // union cut at INT32_MAX keys, as wrong as theirs and as bounded (prefill_cut_union).
+  const bool admits = keys.lo < keys.hi;
+  int32_t lo = admits ? (int32_t)min(keys.lo, (int64_t)INT32_MAX) : INT32_MAX;
+  int32_t hi = admits ? (int32_t)min(keys.hi, (int64_t)INT32_MAX) : 0;
+  lo = __reduce_min_sync(0xffffffffu, lo);
+  hi = __reduce_max_sync(0xffffffffu, hi);
   if (lane == 0) {
     scratch->lo[warp] = lo;
     scratch->hi[warp] = hi;
@@ -385,22 +386,22 @@ __device__ __forceinline__ hopper_row_keys hopper_unit_row_keys(const prefill_pa
 // (Malformed lengths whose units pass 2^31 in all wrap in the schedule's 32-bit sum, not in this
 // 64-bit one: their units may then be numbered apart, which gives wrong rows, as such lengths do
 // anyway, and reads nothing out of bounds: rows and keys are clamped as for any unit.)
+// kOneKvHead: prefill_kv_heads's.
+template <bool kOneKvHead = false>
 __device__ __forceinline__ bool hopper_work_before_wait(const prefill_params &P, int64_t taken,
                                                         hopper_scratch *scratch,
                                                         int producer_barrier, prefill_work *w) {
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int64_t unit = taken / P.kv_num_heads;
+  const int64_t unit = taken / prefill_kv_heads<kOneKvHead>(P);
   int64_t carry = 0;
   for (int32_t chunk = 0; chunk < P.batch_size && carry <= unit;
        chunk += kHopperWarpgroupThreads) {
     const int32_t b = chunk + tid;
-    int32_t units = 0;
-    int64_t kv_len = 0;
-    if (b < P.batch_size) {
-      const sequence_span span = load_sequence_span<true>(P.cu_seqlens, P.past_seqlens, b);
-      units = prefill_sequence_units(P, span);
-      kv_len = span.kv_len;
-    }
+    prefill_sequence_work work = {0, 1};
+    if (b < P.batch_size)
+      work = prefill_sequence_work_of(
+          P, load_sequence_span<true>(P.cu_seqlens, P.past_seqlens, b));
+    const int32_t units = work.units();
     const int32_t inclusive = warp_inclusive_scan(units);
     if (lane == 31) scratch->warp_units[warp] = inclusive;
     named_barrier_sync(producer_barrier, kHopperWarpgroupThreads);
@@ -414,15 +415,16 @@ __device__ __forceinline__ bool hopper_work_before_wait(const prefill_params &P,
     if (unit >= first && unit < first + units) {  // one thread at most
       scratch->found_b = b;
       scratch->found_local = (int32_t)(unit - first);
-      scratch->found_units = units;
-      scratch->found_kv_len = kv_len;
+      scratch->found_row_blocks = work.row_blocks;
+      scratch->found_splits = work.splits;
     }
     // the found sequence written, and warp_units read before the next chunk's writes
     named_barrier_sync(producer_barrier, kHopperWarpgroupThreads);
   }
   if (carry <= unit) return false;  // (uniform)
-  *w = prefill_work_in_sequence(P, scratch->found_b, scratch->found_local, scratch->found_units,
-                                scratch->found_kv_len, (int)(taken % P.kv_num_heads));
+  *w = prefill_work_in_sequence(scratch->found_b, scratch->found_local, scratch->found_row_blocks,
+                                scratch->found_splits,
+                                (int)(taken % prefill_kv_heads<kOneKvHead>(P)));
   return true;
 }
 

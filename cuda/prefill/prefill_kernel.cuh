@@ -174,16 +174,28 @@ __device__ __forceinline__ int32_t prefill_sequence_splits(const prefill_params 
   const int64_t splits = (tiles + P.tiles_per_split - 1) / P.tiles_per_split;
   return (int32_t)max((int64_t)1, min(splits, (int64_t)P.num_split_slots));
 }
+// The row blocks of q_len new tokens, 0 < q_len <= token_count <= INT32_MAX (validate.c): the
+// ceiling's sum fits 32 unsigned bits (a 64-bit division was a call and its guard).
 __device__ __forceinline__ int32_t prefill_row_blocks(const prefill_params &P, int64_t q_len) {
-  return (int32_t)((q_len + P.tokens_per_block - 1) / P.tokens_per_block) * P.head_blocks;
+  const uint32_t tokens_per_block = (uint32_t)P.tokens_per_block;
+  return (int32_t)(((uint32_t)q_len + tokens_per_block - 1u) / tokens_per_block) * P.head_blocks;
 }
-// The work units (row blocks x splits) the schedule gives a sequence; none without new tokens, and
-// the row blocks clamped to the packed tokens: malformed lengths must not overflow the count.
-__device__ __forceinline__ int32_t prefill_sequence_units(const prefill_params &P,
-                                                          const sequence_span &span) {
+// The row blocks the schedule gives a sequence: none without new tokens, and clamped to the packed
+// tokens: malformed lengths must not overflow the count.
+__device__ __forceinline__ int32_t prefill_sequence_row_blocks(const prefill_params &P,
+                                                               const sequence_span &span) {
   if (span.q_len <= 0) return 0;
-  return prefill_row_blocks(P, min(span.q_len, P.token_count)) *
-         prefill_sequence_splits(P, span.kv_len);
+  return prefill_row_blocks(P, min(span.q_len, P.token_count));
+}
+// A sequence's work in the schedule: its row blocks and splits, whose product is its work units (as
+// the schedule kernel and the Hopper producers' search both count them).
+struct prefill_sequence_work {
+  int32_t row_blocks, splits;
+  __device__ __forceinline__ int32_t units() const { return row_blocks * splits; }
+};
+__device__ __forceinline__ prefill_sequence_work prefill_sequence_work_of(const prefill_params &P,
+                                                                          const sequence_span &span) {
+  return {prefill_sequence_row_blocks(P, span), prefill_sequence_splits(P, span.kv_len)};
 }
 
 // The output channel of accumulator column `column` (0..7) of n-tile n: in order for 16-bit
@@ -882,8 +894,9 @@ __device__ __forceinline__ prefill_unit_rows prefill_unit_rows_of(const prefill_
                                                                   int kv_head) {
   prefill_unit_rows u;
   u.span = load_sequence_span<kBeforeWait>(P.cu_seqlens, P.past_seqlens, b);
-  const int token_block = row_block / P.head_blocks;
-  const int head_block = row_block % P.head_blocks;
+  // (row_block >= 0: a valid unit's; unsigned division, a few instructions less than signed)
+  const int token_block = (int)((uint32_t)row_block / (uint32_t)P.head_blocks);
+  const int head_block = row_block - token_block * P.head_blocks;
   const int64_t token_index0 = (int64_t)token_block * P.tokens_per_block;
   u.first_token = u.span.first_token + token_index0;
   const int64_t tokens =
@@ -949,23 +962,29 @@ struct prefill_work {
   int kv_head;
   bool valid;
 };
-// Unit `local` of sequence b's `units` (prefill_sequence_units; kv_len: its keys).
-__device__ __forceinline__ prefill_work prefill_work_in_sequence(const prefill_params &P,
-                                                                 int32_t b, int32_t local,
-                                                                 int32_t units, int64_t kv_len,
-                                                                 int kv_head) {
+// Unit `local` of sequence b's row_blocks x splits (prefill_sequence_row_blocks,
+// prefill_sequence_splits).
+__device__ __forceinline__ prefill_work prefill_work_in_sequence(int32_t b, int32_t local,
+                                                                 int32_t row_blocks,
+                                                                 int32_t splits, int kv_head) {
   prefill_work w;
   w.b = b;
   w.kv_head = kv_head;
-  w.splits = prefill_sequence_splits(P, kv_len);
-  const int32_t blocks = units / w.splits;
-  w.valid = local >= 0 && local < blocks * w.splits;
-  w.row_block = blocks - 1 - local / w.splits;
-  w.split = local % w.splits;
+  w.splits = splits;
+  w.valid = local >= 0 && local < row_blocks * splits;
+  w.row_block = row_blocks - 1 - local / splits;
+  w.split = local % splits;
   return w;
 }
+// The KV heads of the schedule's (unit, KV head) pairs: kOneKvHead (LATENT's one, whose pairs are
+// its units) spares the 64-bit division and remainder of `taken` by a run-time count.
+template <bool kOneKvHead>
+__device__ __forceinline__ int32_t prefill_kv_heads(const prefill_params &P) {
+  return kOneKvHead ? 1 : P.kv_num_heads;
+}
+template <bool kOneKvHead = false>
 __device__ __forceinline__ prefill_work prefill_work_of(const prefill_params &P, int64_t taken) {
-  const int32_t unit = (int32_t)(taken / P.kv_num_heads);
+  const int32_t unit = (int32_t)(taken / prefill_kv_heads<kOneKvHead>(P));
   // the sequence: the last b with unit_begin[b] <= unit (zero-unit sequences are skipped)
   int32_t lo = 0, hi = P.batch_size;
   while (hi - lo > 1) {
@@ -975,11 +994,12 @@ __device__ __forceinline__ prefill_work prefill_work_of(const prefill_params &P,
     else
       hi = mid;
   }
-  // kv_len in 64 bits, as the schedule counts it (prefill_sequence_units)
+  // kv_len in 64 bits, as the schedule counts it (prefill_sequence_work_of)
   const int64_t kv_len = load_sequence_span(P.cu_seqlens, P.past_seqlens, lo).kv_len;
-  return prefill_work_in_sequence(P, lo, unit - P.unit_begin[lo],
-                                  P.unit_begin[lo + 1] - P.unit_begin[lo], kv_len,
-                                  (int)(taken % P.kv_num_heads));
+  const int32_t splits = prefill_sequence_splits(P, kv_len);
+  return prefill_work_in_sequence(lo, unit - P.unit_begin[lo],
+                                  (P.unit_begin[lo + 1] - P.unit_begin[lo]) / splits, splits,
+                                  (int)(taken % prefill_kv_heads<kOneKvHead>(P)));
 }
 
 // What a work unit's prologue decides (prefill_unit_prologue): its rows, each row's admitted keys

@@ -25,8 +25,9 @@ static __global__ void __launch_bounds__(kPrefillScheduleThreads)
     const int32_t b = chunk + (int32_t)threadIdx.x;
     int32_t units = 0;
     if (b < P.batch_size)
-      units = prefill_sequence_units(
-          P, load_sequence_span<true>(P.cu_seqlens, P.past_seqlens, b));
+      units = prefill_sequence_work_of(
+                  P, load_sequence_span<true>(P.cu_seqlens, P.past_seqlens, b))
+                  .units();
     const int32_t first = block_exclusive_scan<kPrefillScheduleThreads>(units, warp_totals, carry);
     if (b < P.batch_size) P.unit_begin[b] = first;
   }

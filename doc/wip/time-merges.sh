@@ -2,7 +2,7 @@
 # The 16-head 1 x 64k rows of a pa_bench_latent built with latent-streamed-merge.patch, with the
 # streaming merge, its wait path (PA_LATENT_MERGE=wait) and the merge kernel (=kernel, main's path
 # for that row), alternating, ROUNDS times each; logs under OUTDIR, one summary line per run
-# printed and kept in OUTDIR/merges.txt. Used by the call-42*.sh scripts.
+# printed and kept in OUTDIR/merges.txt. Used by doc/wip/call-43.sh.
 #   doc/wip/time-merges.sh BENCH ROUNDS OUTDIR [SECONDS per run, default 12]
 B=$1 ROUNDS=$2 O=$3 SECS=${4:-12}
 for r in $(seq "$ROUNDS"); do
