@@ -1,5 +1,5 @@
 // The device peaks the CUDA benches report against, measured in the same run: a dense bf16 GEMM
-// (cuBLASLt) and a device-to-device copy.
+// (cuBLASLt), a device-to-device copy, and a read-only stream of a step's own bytes.
 #pragma once
 
 #include <stdio.h>
@@ -87,6 +87,56 @@ inline double copy_tbps(cudaStream_t stream) {
   CHECK_CUDA(cudaFree(a));
   CHECK_CUDA(cudaFree(b));
   return 2.0 * bytes / (us * 1e-6) / 1e12;
+}
+
+// Every 16-byte word of src[0, n) read once, four loads in flight per thread; the XOR of the words
+// decides a store that never happens in practice, so the loads cannot be dropped.
+__global__ void read_stream_kernel(const uint4 *__restrict__ src, int64_t n, unsigned *sink) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  uint32_t acc = 0;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    uint4 v[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) v[k] = __ldcs(src + i + k * stride);
+#pragma unroll
+    for (int k = 0; k < 4; k++) acc ^= v[k].x ^ v[k].y ^ v[k].z ^ v[k].w;
+  }
+  for (; i < n; i += stride) {
+    const uint4 v = __ldcs(src + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9e3779b9u) atomicAdd(sink, 1u);
+}
+
+// Microseconds of one read-only pass over `bytes` at `src` (a multiple of 16, 16-byte aligned),
+// timed like the benches' steps (CUDA-graph replays, `per_sample` back to back, median of
+// `samples`): the floor of a step that must read those bytes once, whatever else it does.
+inline double read_stream_us(cudaStream_t stream, const void *src, size_t bytes, int samples,
+                             int per_sample) {
+  cudaDeviceProp prop;
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  unsigned *sink;
+  CHECK_CUDA(cudaMalloc(&sink, sizeof(unsigned)));
+  const int64_t words = (int64_t)(bytes / 16);
+  auto launch = [&]() {
+    read_stream_kernel<<<prop.multiProcessorCount * 8, 256, 0, stream>>>(
+        static_cast<const uint4 *>(src), words, sink);
+  };
+  launch();
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  cudaGraph_t graph;
+  cudaGraphExec_t graph_exec;
+  CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  launch();
+  CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+  CHECK_CUDA(cudaGraphInstantiate(&graph_exec, graph, 0));
+  const double us = median_us(stream, 2, samples, per_sample,
+                              [&]() { CHECK_CUDA(cudaGraphLaunch(graph_exec, stream)); });
+  CHECK_CUDA(cudaGraphExecDestroy(graph_exec));
+  CHECK_CUDA(cudaGraphDestroy(graph));
+  CHECK_CUDA(cudaFree(sink));
+  return us;
 }
 
 }  // namespace bench

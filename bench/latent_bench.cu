@@ -7,7 +7,9 @@
 //     bf16 GEMM (cuBLASLt) measured in the same run;
 //   memory-bound: 16 heads, 64 x 4k and 1 x 64k: TB/s = the latent rows read once
 //     (B * L * 576 * element bytes) / time, and % of a device-to-device copy (read + write
-//     counted) measured in the same run;
+//     counted) measured in the same run; beside each, a read-only pass over the same cache
+//     ("read alone", graph-timed the same way): the floor of any step that reads those rows, and
+//     how far the step is above it;
 //   32 rows per sequence: 32 heads x 1 token and 16 heads x 2 tokens, 64 x 4k at block 64, in TB/s;
 //   fp8 latent cache (per-tensor scale): 128 heads 64 x 4k and 16 heads 64 x 4k at block 64.
 // Each step writes its new tokens' latent rows (the write path) and reads L keys per sequence
@@ -276,6 +278,13 @@ int main(int argc, char **argv) {
     }
     report("LATENT", latent);
     report("UNFUSED", unfused);
+    if (r.memory_bound && latent.ok) {
+      const double read_us = bench::read_stream_us(stream, s.d_in[PA_IN_KEY_CACHE], (size_t)bytes,
+                                                   20, 10);
+      const double tbps = bytes / (read_us * 1e-6) / 1e12;
+      printf("%-30s read alone %7.1f us %15s %6.2f TB/s %5.1f%% of copy; the step: read + %.1f us\n",
+             r.label.c_str(), read_us, "", tbps, 100.0 * tbps / copy, latent.us - read_us);
+    }
     if (latent.ok) latent_us.push_back({r.label, latent.us});
   }
   // block 16 against block 64 on the same shape

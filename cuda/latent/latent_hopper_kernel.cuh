@@ -450,11 +450,13 @@ __device__ __forceinline__ void latent_pair_store(
     const int64_t token = first_token + prefill_row_token(P, r);
     const int head = first_head + prefill_row_head(P, r);
     const prefill_row_state state = prefill_row_state_of<T>(P, head, splits, row_max[h], l[h]);
-    for_each_out_pair<T>(out_acc, h, col, [&](int c, float o0, float o1) {
-      c += cw * (kLatentHopperValueWidth / 2);
-      if (c < P.v_head_size)
-        prefill_store_pair<T, T>(P, token, head, 0, split, splits, c, state, o0, o1);
-    });
+    // (v_head_size is kLatentHopperValueWidth: every channel is stored)
+    prefill_store_row<T, T>(P, token, head, 0, split, splits, state, cw == 0 && col == 0,
+                            [&](auto &&visit) {
+                              for_each_out_pair<T>(out_acc, h, col, [&](int c, float o0, float o1) {
+                                visit(c + cw * (kLatentHopperValueWidth / 2), o0, o1);
+                              });
+                            });
   }
 }
 

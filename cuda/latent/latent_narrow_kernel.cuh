@@ -460,27 +460,33 @@ __device__ __forceinline__ void latent_narrow_consume(const prefill_params &P,
     // Oᵀ's element [b][j][2 h + e] is channel 64 b + 16 warp + group_id + 8 h of row 8 j + col + e.
     // Lanes 4 apart hold channels c and c ^ 1 of the same two rows: one shuffle gives the even
     // lane the pair (c, c + 1) of row 8 j + col and the odd lane that of row 8 j + col + 1.
+    // Each row's pairs go out through prefill_store_row (its choices made once per row).
+    const int pair_c0 = 16 * warp + group_id - (odd ? 1 : 0);  // channel 64 b + 8 h + pair_c0
 #pragma unroll
     for (int j = 0; j < kN; j++) {
       const int r = 8 * j + col + (odd ? 1 : 0);
-      const bool store = r < valid_rows;
-      const int64_t token = first_token + prefill_row_token(P, r);
-      const int head = first_head + prefill_row_head(P, r);
-      prefill_row_state row = {};
-      if (store)
-        row = prefill_row_state_of<T>(P, head, splits, odd ? row_max[j][1] : row_max[j][0],
-                                      odd ? l[j][1] : l[j][0]);
+      float2 pairs[kValueBlocks][2];
 #pragma unroll
       for (int b = 0; b < kValueBlocks; b++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
           const float v0 = out_acc[b][j][2 * h], v1 = out_acc[b][j][2 * h + 1];
           const float x = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, 4);
-          const int c = 64 * b + 16 * warp + group_id + 8 * h - (odd ? 1 : 0);
-          if (store)
-            prefill_store_pair<T, T>(P, token, head, 0, split, splits, c, row, odd ? x : v0,
-                                     odd ? v1 : x);
+          pairs[b][h] = make_float2(odd ? x : v0, odd ? v1 : x);
         }
+      if (r >= valid_rows) continue;
+      const int64_t token = first_token + prefill_row_token(P, r);
+      const int head = first_head + prefill_row_head(P, r);
+      const prefill_row_state row = prefill_row_state_of<T>(
+          P, head, splits, odd ? row_max[j][1] : row_max[j][0], odd ? l[j][1] : l[j][0]);
+      prefill_store_row<T, T>(P, token, head, 0, split, splits, row, pair_c0 == 0,
+                              [&](auto &&visit) {
+#pragma unroll
+                                for (int b = 0; b < kValueBlocks; b++)
+#pragma unroll
+                                  for (int h = 0; h < 2; h++)
+                                    visit(64 * b + 8 * h + pair_c0, pairs[b][h].x, pairs[b][h].y);
+                              });
     }
     if (P.merge_arrivals && splits > 1)
       latent_narrow_merge_if_last<T>(P, first_token, first_head, valid_rows, splits);
