@@ -123,4 +123,22 @@ double median_us(cudaStream_t stream, int warmup, int samples, int per_sample, R
   return times[times.size() / 2];
 }
 
+// Median microseconds of one replay of a CUDA graph of what capture() launches on `stream`
+// (median_us over replays: `warmup`, then `samples` event pairs of `per_sample` replays each).
+template <typename Capture>
+double graph_median_us(cudaStream_t stream, int warmup, int samples, int per_sample,
+                       Capture capture) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  capture();
+  CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+  CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  CHECK_CUDA(cudaGraphDestroy(graph));
+  const double us = median_us(stream, warmup, samples, per_sample,
+                              [&]() { CHECK_CUDA(cudaGraphLaunch(exec, stream)); });
+  CHECK_CUDA(cudaGraphExecDestroy(exec));
+  return us;
+}
+
 }  // namespace bench

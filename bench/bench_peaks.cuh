@@ -125,16 +125,7 @@ inline double read_stream_us(cudaStream_t stream, const void *src, size_t bytes,
   };
   launch();
   CHECK_CUDA(cudaStreamSynchronize(stream));
-  cudaGraph_t graph;
-  cudaGraphExec_t graph_exec;
-  CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  launch();
-  CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
-  CHECK_CUDA(cudaGraphInstantiate(&graph_exec, graph, 0));
-  const double us = median_us(stream, 2, samples, per_sample,
-                              [&]() { CHECK_CUDA(cudaGraphLaunch(graph_exec, stream)); });
-  CHECK_CUDA(cudaGraphExecDestroy(graph_exec));
-  CHECK_CUDA(cudaGraphDestroy(graph));
+  const double us = graph_median_us(stream, 2, samples, per_sample, launch);
   CHECK_CUDA(cudaFree(sink));
   return us;
 }

@@ -41,6 +41,7 @@ using bench::desc;
 using bench::desc_bytes;
 using bench::dtype_name;
 using bench::fill;
+using bench::graph_median_us;
 using bench::copy_tbps;
 using bench::median_us;
 
@@ -104,19 +105,11 @@ double graph_floor_us(cudaStream_t stream, int kernels) {
   int device = 0, major = 0;
   CHECK_CUDA(cudaGetDevice(&device));
   CHECK_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  cudaGraph_t g;
-  cudaGraphExec_t exec;
-  CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  CHECK_CUDA(pa::detail::launch_chained(floor_kernel, dim3(1), 128, 0, stream, false));
-  if (kernels == 2)  // the latency step's attention grid: 8 KV heads x 16 splits
-    CHECK_CUDA(pa::detail::launch_chained(floor_kernel, dim3(128), 128, 0, stream, major >= 9));
-  CHECK_CUDA(cudaStreamEndCapture(stream, &g));
-  CHECK_CUDA(cudaGraphInstantiate(&exec, g, 0));
-  CHECK_CUDA(cudaGraphDestroy(g));
-  const double us =
-      median_us(stream, 10, 5, 200, [&]() { CHECK_CUDA(cudaGraphLaunch(exec, stream)); });
-  CHECK_CUDA(cudaGraphExecDestroy(exec));
-  return us;
+  return graph_median_us(stream, 10, 5, 200, [&]() {
+    CHECK_CUDA(pa::detail::launch_chained(floor_kernel, dim3(1), 128, 0, stream, false));
+    if (kernels == 2)  // the latency step's attention grid: 8 KV heads x 16 splits
+      CHECK_CUDA(pa::detail::launch_chained(floor_kernel, dim3(128), 128, 0, stream, major >= 9));
+  });
 }
 
 // ---- one configuration --------------------------------------------------------------------------

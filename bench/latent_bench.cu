@@ -157,17 +157,8 @@ struct step {
     };
     exec();
     CHECK_CUDA(cudaStreamSynchronize(stream));
-    cudaGraph_t graph;
-    cudaGraphExec_t graph_exec;
-    CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    exec();
-    CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
-    CHECK_CUDA(cudaGraphInstantiate(&graph_exec, graph, 0));
-    t.us = median_us(stream, 2, samples, per_sample,
-                     [&]() { CHECK_CUDA(cudaGraphLaunch(graph_exec, stream)); });
+    t.us = bench::graph_median_us(stream, 2, samples, per_sample, exec);
     t.ok = true;
-    CHECK_CUDA(cudaGraphExecDestroy(graph_exec));
-    CHECK_CUDA(cudaGraphDestroy(graph));
     CHECK_CUDA(cudaFree(ws));
     pa_plan_destroy(plan);
     return t;

@@ -511,14 +511,12 @@ __device__ __forceinline__ void latent_unit(const prefill_params &P, unsigned ch
       const int64_t token = R.first_token + prefill_row_token(P, r);
       const int head = R.first_head + prefill_row_head(P, r);
       const prefill_row_state row = prefill_row_state_of<T>(P, head, U.splits, row_max[mt][h], l);
-      prefill_store_row<T, C>(
-          P, token, head, 0, split, U.splits, row,
-          warp == 0 && prefill_out_channel<C>(0, col) == 0, [&](auto &&visit) {
-            for_each_out_pair<C>(out_acc[mt], h, col, [&](int c, float o0, float o1) {
-              c += warp * kLatentValueChannelsPerWarp;
-              if (c < P.v_head_size) visit(c, o0, o1);
-            });
-          });
+      // (pair by pair: prefill_store_row here made this kernel spill four times as much)
+      for_each_out_pair<C>(out_acc[mt], h, col, [&](int c, float o0, float o1) {
+        c += warp * kLatentValueChannelsPerWarp;
+        if (c < P.v_head_size)
+          prefill_store_pair<T, C>(P, token, head, 0, split, U.splits, c, row, o0, o1);
+      });
     }
 }
 

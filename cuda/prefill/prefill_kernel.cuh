@@ -314,10 +314,11 @@ __device__ __forceinline__ void store_output_pair(const prefill_params &P, T *ds
 // writes the partial's (max, sum) and, with split slots, the token's split count (the merge reads
 // every token's count: a token finalized here says 1, whatever an earlier step left).
 // for_each_pair(visit) calls visit(c, o0, o1) for each pair (c even, below v_head_size). The
-// choice between the two layouts, and the output's alignment, are made once per row: made per
-// pair, a row's stores were a string of short branching blocks, code run once per unit that the
-// instruction fetch could not run ahead of (fortieth measurement, doc/performance.md: the LATENT
-// 1 x 64k step 7 % faster without them).
+// choice between the two layouts is made once per row: made per pair, a row's stores were a
+// string of short branching blocks, code run once per unit that the instruction fetch could not
+// run ahead of (fortieth measurement, doc/performance.md: the LATENT 1 x 64k step 7 % faster
+// without them). (Splitting the row's loop by the output's alignment as well made the sm_80
+// mma.sync PREFILL kernels of 8-bit caches spill: store_output_pair's test stays per pair.)
 template <typename T, typename C, typename ForEachPair>
 __device__ __forceinline__ void prefill_store_row(const prefill_params &P, int64_t token, int head,
                                                   int kv_head, int split, int32_t splits,
@@ -326,20 +327,9 @@ __device__ __forceinline__ void prefill_store_row(const prefill_params &P, int64
   if (P.split_counts && split == 0 && holds_c0) P.split_counts[token] = splits;
   if (splits == 1) {
     T *out = reinterpret_cast<T *>(P.output) + (token * P.num_heads + head) * P.v_head_size;
-    auto final_pair = [&](int c, float o0, float o1) {
-      return prefill_final_pair<T, C>(P, kv_head, c, row, o0, o1);
-    };
-    if (output_aligned(P, 4)) {
-      for_each_pair([&](int c, float o0, float o1) {
-        *reinterpret_cast<uint32_t *>(out + c) = final_pair(c, o0, o1);
-      });
-    } else {
-      for_each_pair([&](int c, float o0, float o1) {
-        const uint32_t pair = final_pair(c, o0, o1);
-        reinterpret_cast<uint16_t *>(out + c)[0] = (uint16_t)pair;
-        reinterpret_cast<uint16_t *>(out + c)[1] = (uint16_t)(pair >> 16);
-      });
-    }
+    for_each_pair([&](int c, float o0, float o1) {
+      store_output_pair(P, out + c, prefill_final_pair<T, C>(P, kv_head, c, row, o0, o1));
+    });
   } else {
     const int64_t item = (token * P.num_split_slots + split) * P.num_heads + head;
     float *partial = P.partial_out + item * P.v_head_size;
@@ -599,13 +589,11 @@ __device__ __forceinline__ void prefill_store_m16(const prefill_params &P,
     const prefill_lane_row lr = prefill_lane_row_of(P, R, row0, lane, h, row_sum[h]);
     if (lr.r >= R.valid_rows) continue;  // (the same for the 4 lanes of a row)
     const prefill_row_state row = prefill_row_state_of<T>(P, lr.head, splits, row_max[h], lr.sum);
-    prefill_store_row<T, C>(
-        P, lr.token, lr.head, kv_head, split, splits, row,
-        prefill_out_channel<Fragments>(0, col) == 0, [&](auto &&visit) {
-          for_each_out_pair<Fragments>(out_acc, h, col, [&](int c, float o0, float o1) {
-            if (c < head_size) visit(c, o0, o1);
-          });
-        });
+    // (pair by pair: prefill_store_row here made the sm_80 kernels spill more)
+    for_each_out_pair<Fragments>(out_acc, h, col, [&](int c, float o0, float o1) {
+      if (c < head_size)
+        prefill_store_pair<T, C>(P, lr.token, lr.head, kv_head, split, splits, c, row, o0, o1);
+    });
   }
 }
 
