@@ -9,9 +9,8 @@ source .devdeps/env.sh
 nvidia-smi -L
 # EXTRA: patches applied first (the change under study, e.g. doc/wip/hopper-uniform-descriptors.patch)
 for p in ${EXTRA:-}; do git apply "$p" || exit 1; done
-# WAITS: the sums' patch (default doc/wip/diag-prefill-waits.patch; over
-# prefill-deferred-boxes.patch, EXTRA=doc/wip/prefill-deferred-boxes.patch
-# WAITS=doc/wip/diag-prefill-waits-deferred.patch)
+# WAITS: the sums' patch (default doc/wip/diag-prefill-waits.patch; a change to the consumer
+# loop needs the sums rebased over it, as session 44 did for its deferred boxes)
 git apply doc/wip/diag-timeline.patch && git apply "${WAITS:-doc/wip/diag-prefill-waits.patch}" || exit 1
 rm -rf build-d && meson setup build-d -Dgpu_archs=90a -Dbuildtype=release > $O/setup.log 2>&1 &&
   ninja -C build-d bench/pa_bench_prefill > $O/build.log 2>&1 || { tail -30 $O/build.log; exit 1; }
