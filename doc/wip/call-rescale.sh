@@ -1,23 +1,20 @@
 #!/usr/bin/env bash
 # a device call (one `run`, carry .devdeps; any card; about 450 s): softmax-rescale-first.patch
-# (`always`: the rescale before the exponentials everywhere, unconditional in the Hopper PREFILL
-# kernels), `first` (the same with the Hopper PREFILL rescale's branch kept: the reorder alone)
-# and `chains` (always + softmax-max-chains.patch) against main: the timings first
-# (pa_bench_prefill --quick, its 8k rows and pa_bench_latent --quick, RUNS times per tree,
-# default 2, alternating), then the PREFILL matrix in 4 shards (for `always` the LATENT one too,
-# whose kernels take the reorder) and memcheck of the quick matrices (RACECHECK=0: no shared-memory
-# change).
+# (the Hopper PREFILL softmax's rescale unconditional and before its MUFU run, 16-bit caches at 64
+# and 128 channels) against main: the timings first (pa_bench_prefill --quick and its 8k rows,
+# RUNS times per tree, default 3, alternating), the PREFILL matrix in 4 shards and memcheck of
+# its quick matrix (RACECHECK=0: no shared-memory change); then the patch applied to this tree
+# and its whole gpu suite (tools/gpu-suite-parallel.py, at most SUITE_SECONDS, default 200).
 O=$OUT
 source .devdeps/env.sh
 nvidia-smi -L
 p=doc/wip/softmax-rescale-first.patch
-# (the variant's patch at the root, named build-* so that no variant's copy takes it)
-sed 's/prefill_softmax_step<true>(score\[0\]/prefill_softmax_step<false>(score[0]/' $p > build-rescale-first.patch
-grep -q "prefill_softmax_step<false>(score\[0\]" build-rescale-first.patch || { echo "sed missed"; exit 1; }
-TESTS="prefill" TESTS_always="prefill latent" SHARDS=4 RUNS=${RUNS:-2} \
-  BENCH_FIRST=1 RACECHECK=${RACECHECK:-0} \
-  BENCHES="${BENCHES-pa_bench_prefill --quick --no-unfused; pa_bench_prefill --no-unfused --only 8k; pa_bench_latent --quick}" \
-  timeout 560 tools/ab-patches always=$p first=build-rescale-first.patch \
-    chains=$p+doc/wip/softmax-max-chains.patch > $O/ab.txt 2>&1
+TESTS="prefill" SHARDS=4 RUNS=${RUNS:-3} BENCH_FIRST=1 RACECHECK=${RACECHECK:-0} \
+  BENCHES="${BENCHES-pa_bench_prefill --quick --no-unfused; pa_bench_prefill --no-unfused --only 8k}" \
+  timeout 330 tools/ab-patches rescale=$p > $O/ab.txt 2>&1
 echo "ab rc $?"
-sed -n '/^=== tests/,$p' $O/ab.txt | cut -c1-200 | grep -v "AUTO\|part:\|UNFUSED\|read alone" | tail -50
+git apply $p && rm -rf build-v && meson setup build-v -Dgpu_archs=90a -Dbuildtype=release > $O/setup-v.log 2>&1 &&
+  ninja -C build-v > $O/build-v.log 2>&1 || { tail -30 $O/build-v.log; exit 1; }
+python3 tools/gpu-suite-parallel.py build-v $O/suite.txt --seconds ${SUITE_SECONDS:-200} --logdir $O/suite > /dev/null 2>&1
+head -1 $O/suite.txt; echo "passed: $(grep -c ': rc=0 ' $O/suite.txt); failing or stopped:"; grep -v ': rc=0 ' $O/suite.txt | tail -n +2 | cut -c1-160
+sed -n '/^=== tests/,$p' $O/ab.txt | cut -c1-200 | grep -v "AUTO\|part:\|UNFUSED\|read alone" | tail -30
