@@ -125,11 +125,13 @@ struct mma_op<__nv_bfloat16> {
 // layout: [n][0..1] belong to the thread's row group_id, [n][2..3] to group_id + 8. While the
 // rows' references stay (once the running max settles; with the lazy reference, most tiles after
 // a row's first: kSoftmaxReferenceSlack), every rescale is exactly 1 and the multiply would
-// change nothing: the whole warp skips it then.
-template <int kOutTiles>
+// change nothing: the whole warp skips it then (kSkipOnes). Without kSkipOnes the multiplies run
+// always, with no vote and no branch, for a caller that has issue gaps to fill
+// (softmax_step_to_max).
+template <bool kSkipOnes = true, int kOutTiles>
 __device__ __forceinline__ void rescale_accumulator_rows(float (&out_acc)[kOutTiles][4],
                                                          const float (&rescale)[2]) {
-  if (__any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f)) {
+  if (!kSkipOnes || __any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f)) {
 #pragma unroll
     for (int n = 0; n < kOutTiles; n++) {
       out_acc[n][0] *= rescale[0];

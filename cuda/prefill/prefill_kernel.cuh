@@ -400,8 +400,12 @@ __device__ __forceinline__ void row_tile_max(const float (&score)[kNTiles][4],
 // (masked; times score_scale > 0 they are in log2 units, softmax_step_scores), given the new
 // scores' maximum in log2 units (at least theirs; more where another warpgroup's keys count too):
 // the running max, this thread's part of the running sum, the output accumulators rescaled; the
-// scores become the unnormalized probabilities.
-template <int kNTiles, int kOutTiles>
+// scores become the unnormalized probabilities. kRescaleAlways: the rescale's multiplies run
+// always, before the exponentials, without rescale_accumulator_rows' vote and branch; ptxas then
+// issues them, the sums and P's packing in the MUFU run's gaps. Otherwise the branch skips them
+// where every factor is 1, and ptxas puts it after the MUFU run, the sums (two dependent FADD
+// chains) and the packing after it.
+template <bool kRescaleAlways = false, int kNTiles, int kOutTiles>
 __device__ __forceinline__ void softmax_step_to_max(float (&score)[kNTiles][4],
                                                     float (&row_max)[2], float (&row_sum)[2],
                                                     float (&out_acc)[kOutTiles][4],
@@ -414,6 +418,7 @@ __device__ __forceinline__ void softmax_step_to_max(float (&score)[kNTiles][4],
     rescale[h] = step.rescale;
     row_sum[h] *= rescale[h];
   }
+  if constexpr (kRescaleAlways) rescale_accumulator_rows<false>(out_acc, rescale);
 #pragma unroll
   for (int n = 0; n < kNTiles; n++)
 #pragma unroll
@@ -422,11 +427,11 @@ __device__ __forceinline__ void softmax_step_to_max(float (&score)[kNTiles][4],
       score[n][i] = p;
       row_sum[i / 2] += p;
     }
-  rescale_accumulator_rows(out_acc, rescale);
+  if constexpr (!kRescaleAlways) rescale_accumulator_rows(out_acc, rescale);
 }
 
 // The same step with the maximum of the scores themselves.
-template <int kNTiles, int kOutTiles>
+template <bool kRescaleAlways = false, int kNTiles, int kOutTiles>
 __device__ __forceinline__ void prefill_softmax_step(float (&score)[kNTiles][4], float (&row_max)[2],
                                                      float (&row_sum)[2],
                                                      float (&out_acc)[kOutTiles][4],
@@ -435,7 +440,7 @@ __device__ __forceinline__ void prefill_softmax_step(float (&score)[kNTiles][4],
   row_tile_max(score, tile_max);
   tile_max[0] *= score_scale;
   tile_max[1] *= score_scale;
-  softmax_step_to_max(score, row_max, row_sum, out_acc, score_scale, tile_max);
+  softmax_step_to_max<kRescaleAlways>(score, row_max, row_sum, out_acc, score_scale, tile_max);
 }
 
 // The A fragment of P (rounded to T, the MMAs' type, as in every flash kernel) for the 16 keys of
