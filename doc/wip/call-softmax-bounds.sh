@@ -19,6 +19,6 @@ ROWS="causal 4x2k" SUMS=30 timeout 150 bash doc/wip/call-waits.sh 2>&1 | tail -3
 git checkout -q .
 rm -rf build-s && meson setup build-s -Dgpu_archs=90a -Dbuildtype=release > $O/setup-s.log 2>&1 &&
   ninja -C build-s > $O/build-s.log 2>&1 || { tail -20 $O/build-s.log; exit 1; }
-PAGEDATTN_LIBRARY=$(ls build-s/libpagedattn.so.*.*.* | head -1) timeout 200 \
+PAGEDATTN_LIBRARY=build-s/libpagedattn.so.0 timeout 200 \
   python3 tools/sweep_random.py 80000 1000 ${SWEEP_SECONDS:-100} > $O/sweep.txt 2>&1
 tail -1 $O/sweep.txt
