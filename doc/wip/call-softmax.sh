@@ -3,8 +3,10 @@
 # Against main, timed first (pa_bench_prefill --quick and the causal 1 x 8k rows, RUNS times per
 # tree, default 2, alternating):
 #   spec       prefill-softmax-speculative.patch (the exponentials against the current
-#              references before the maxima are known), then tested: the PREFILL matrix in 4
-#              shards and memcheck of its quick matrix (RACECHECK=0: no shared-memory change);
+#              references before the maxima are known) with test-prefill-rising-max.patch (a
+#              PREFILL case whose references move on later tiles), then tested: the PREFILL
+#              matrix in 4 shards and memcheck of its quick matrix (RACECHECK=0: no shared-memory
+#              change);
 #   nomufu     diag-nomufu.patch (the exponentials as one FFMA; wrong results, not tested);
 #   nosoftmax  diag-nosoftmax.patch (no mask, no softmax; wrong results, not tested).
 # Then main's wait sums and trace of causal 4 x 2k (doc/wip/call-waits.sh; with WAITS_EXTRA=spec
@@ -15,7 +17,8 @@ source .devdeps/env.sh
 nvidia-smi -L
 TESTS= TESTS_spec=prefill SHARDS=4 RUNS=${RUNS:-2} BENCH_FIRST=1 RACECHECK=${RACECHECK:-0} \
   BENCHES="pa_bench_prefill --quick --no-unfused; pa_bench_prefill --no-unfused --only 1x8k" \
-  timeout 330 tools/ab-patches spec=doc/wip/prefill-softmax-speculative.patch \
+  timeout 330 tools/ab-patches \
+    spec=doc/wip/prefill-softmax-speculative.patch+doc/wip/test-prefill-rising-max.patch \
     nomufu=doc/wip/diag-nomufu.patch nosoftmax=doc/wip/diag-nosoftmax.patch > $O/ab.txt 2>&1
 echo "ab rc $?"
 sed -n '/^=== tests/,$p' $O/ab.txt | grep -v "AUTO\|part:" | cut -c1-170
