@@ -11,7 +11,9 @@
 #   nosoftmax  diag-nosoftmax.patch (no mask, no softmax; wrong results, not tested).
 # Then main's wait sums and trace of causal 4 x 2k (doc/wip/call-waits.sh; with WAITS_EXTRA=spec
 # the speculative patch under them too), and tools/sweep_random.py on main for SWEEP_SECONDS
-# (default 100; 0 skips it).
+# (default 100; 0 skips it). With SUITE=spec the waits and the sweep are skipped: the speculative
+# patches are applied and doc/wip/call-main.sh runs (both bars and the whole gpu suite on that
+# tree, about 150 s on an H100), so that one call can test a tree to merge.
 O=$OUT
 source .devdeps/env.sh
 nvidia-smi -L
@@ -22,6 +24,11 @@ TESTS= TESTS_spec=prefill SHARDS=4 RUNS=${RUNS:-2} BENCH_FIRST=1 RACECHECK=${RAC
     nomufu=doc/wip/diag-nomufu.patch nosoftmax=doc/wip/diag-nosoftmax.patch > $O/ab.txt 2>&1
 echo "ab rc $?"
 sed -n '/^=== tests/,$p' $O/ab.txt | grep -v "AUTO\|part:" | cut -c1-170
+if [ "${SUITE:-}" = spec ]; then
+  git checkout -q . && git apply doc/wip/prefill-softmax-speculative.patch \
+    doc/wip/test-prefill-rising-max.patch && bash doc/wip/call-main.sh
+  exit
+fi
 extra=; [ "${WAITS_EXTRA:-}" = spec ] && extra=doc/wip/prefill-softmax-speculative.patch
 EXTRA=$extra ROWS="causal 4x2k" SUMS=30 timeout 150 bash doc/wip/call-waits.sh 2>&1 | tail -32
 git checkout -q .
