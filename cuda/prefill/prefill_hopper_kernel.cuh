@@ -870,9 +870,8 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P,
       const bool unmasked =
           all_mapped == 0xffffffffu && key0 >= common_lo && key0 + kKeys <= common_hi;
       if (!unmasked) prefill_mask_scores(score[0], key0, mapped, my_lo, my_hi, col);
-      prefill_softmax_step<kRescaleInGaps>(score[0], row_max, row_sum, out_acc, score_scale);
-#pragma unroll
-      for (int s = 0; s < kKeySteps; s++) prefill_p_fragment<M>(score[0], s, p_frag[s]);
+      prefill_softmax_to_p<M, kRescaleInGaps>(score[0], row_max, row_sum, out_acc, score_scale,
+                                              p_frag);
     };
 
     if constexpr (kPingPong) {

@@ -444,14 +444,66 @@ __device__ __forceinline__ void prefill_softmax_step(float (&score)[kNTiles][4],
 }
 
 // The A fragment of P (rounded to T, the MMAs' type, as in every flash kernel) for the 16 keys of
-// n-tiles 2g and 2g + 1.
+// two n-tiles, lo and hi.
+template <typename T>
+__device__ __forceinline__ void pack_p_fragment(const float (&lo)[4], const float (&hi)[4],
+                                                uint32_t (&p)[4]) {
+  p[0] = pack_t2<T>(lo[0], lo[1]);
+  p[1] = pack_t2<T>(lo[2], lo[3]);
+  p[2] = pack_t2<T>(hi[0], hi[1]);
+  p[3] = pack_t2<T>(hi[2], hi[3]);
+}
+// The same for n-tiles 2g and 2g + 1 of a tile's scores.
 template <typename T, int kNTiles>
 __device__ __forceinline__ void prefill_p_fragment(const float (&score)[kNTiles][4], int g,
                                                    uint32_t (&p)[4]) {
-  p[0] = pack_t2<T>(score[2 * g][0], score[2 * g][1]);
-  p[1] = pack_t2<T>(score[2 * g][2], score[2 * g][3]);
-  p[2] = pack_t2<T>(score[2 * g + 1][0], score[2 * g + 1][1]);
-  p[3] = pack_t2<T>(score[2 * g + 1][2], score[2 * g + 1][3]);
+  pack_p_fragment<T>(score[2 * g], score[2 * g + 1], p);
+}
+
+// prefill_softmax_step, then P's A fragments (prefill_p_fragment), without waiting for the
+// rows' maxima where the warp can: when every row of the warp has a finite reference (its running
+// max; with the lazy reference it rarely moves after a row's first tile), the exponentials are
+// taken against it at once, and the pass is kept unless one of them exceeds
+// 2^kSoftmaxReferenceSlack (a score past the reference by the slack or more, where the step may
+// move it); the maxima's dependent chains (32 FMNMX a row, then shuffles) stay off the path to
+// MUFU, and the check's FMNMX run on the exponentials in MUFU's issue gaps. Otherwise the step
+// runs as before from the raw scores, which the pass leaves in place. Against an unmoved finite
+// reference the step's base is that reference and its rescale exactly 1, so a kept pass gives
+// the step's bits; the one case where the step would have moved and the pass is kept is a score
+// whose exponent rounds to exactly the slack (every kept P is at most 2^8). An infinite reference
+// (+inf: a score times the scale overflowed) takes the step, whose rescale is then NaN.
+template <typename T, bool kRescaleAlways = false, int kNTiles, int kOutTiles>
+__device__ __forceinline__ void prefill_softmax_to_p(float (&score)[kNTiles][4], float (&row_max)[2],
+                                                     float (&row_sum)[2],
+                                                     float (&out_acc)[kOutTiles][4],
+                                                     float score_scale, uint32_t (&p)[kNTiles / 2][4]) {
+  const bool finite_references = fabsf(row_max[0]) != INFINITY && fabsf(row_max[1]) != INFINITY;
+  if (__all_sync(0xffffffffu, finite_references)) {
+    float sum[2] = {row_sum[0], row_sum[1]}, largest = 0.0f;
+#pragma unroll
+    for (int g = 0; g < kNTiles / 2; g++) {
+      float e[2][4];
+#pragma unroll
+      for (int j = 0; j < 2; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+          e[j][i] = softmax_exp2(fmaf(score[2 * g + j][i], score_scale, -row_max[i / 2]));
+          sum[i / 2] += e[j][i];
+          largest = fmaxf(largest, e[j][i]);
+        }
+      pack_p_fragment<T>(e[0], e[1], p[g]);
+    }
+    constexpr float kLargestKept = 256.0f;  // 2^kSoftmaxReferenceSlack
+    static_assert(kSoftmaxReferenceSlack == 8.0f, "kLargestKept is 2^kSoftmaxReferenceSlack");
+    if (!__any_sync(0xffffffffu, largest > kLargestKept)) {
+      row_sum[0] = sum[0];
+      row_sum[1] = sum[1];
+      return;
+    }
+  }
+  prefill_softmax_step<kRescaleAlways>(score, row_max, row_sum, out_acc, score_scale);
+#pragma unroll
+  for (int g = 0; g < kNTiles / 2; g++) prefill_p_fragment<T>(score, g, p[g]);
 }
 
 // A 4 x 4 transpose of 32-bit words across the 4 lanes of a row (lane_in_row q holds words

@@ -435,6 +435,21 @@ static void fill_step_inputs(fixture *f, int step) {
   int32_t *past = f->h_in[PA_IN_PAST_SEQLENS];
   for (int32_t b = 0; b < f->B; b++) past[b] = f->past0[b] + step * f->q_lens[b];
 
+  if (c->key_growth) {
+    harness_assert(f, !c->packed && f->in_bytes[PA_IN_KEY], "key_growth needs a separate K input");
+    const size_t row = (size_t)c->kv_num_heads * c->head_size; /* K elements per token */
+    int64_t t = 0;
+    for (int32_t b = 0; b < f->B; b++)
+      for (int32_t j = 0; j < f->q_lens[b]; j++, t++) {
+        const float growth = 1.0f + (float)token_position(f, b, j, step) / (float)c->key_growth;
+        for (size_t e = 0; e < row; e++) {
+          const size_t i = (size_t)t * row + e;
+          store_elem(c->dtype, f->h_in[PA_IN_KEY], i,
+                     growth * load_elem(c->dtype, f->h_in[PA_IN_KEY], i));
+        }
+      }
+  }
+
   int32_t *positions = f->h_in[PA_IN_QUERY_POSITIONS];
   int32_t *slots = f->h_in[PA_IN_SLOT_MAPPING];
   const int32_t *table = f->h_in[PA_IN_BLOCK_TABLE];

@@ -114,6 +114,9 @@ typedef struct gpu_case {
   float softcap;                   /* 0 = off */
   int32_t query_exponent;          /* Q drawn from [-2^e, 2^e] instead of [-1, 1], the scale divided
                                       by 2^e (the scores keep their size); not with packed Q/K/V */
+  int32_t key_growth;              /* g > 0: each new token's K row times 1 + position / g, so that
+                                      a row's maxima rise along its keys (the softmax's reference
+                                      moves on later tiles); not with packed Q/K/V */
   int32_t window;                  /* 0 = off (attribute -1), else local_window_size */
   int32_t non_causal;              /* 1: is_causal = 0 */
 

@@ -209,6 +209,25 @@ static void matrix(gpu_matrix_result *all, int quick) {
     RUN_QUICK_OR_FULL(*all, magnitude, q, f);
   }
 
+  /* rows whose maxima rise along their keys by more than the softmax reference's slack (2^8) a
+   * 128-key tile: the reference moves on later tiles, not only on a row's first (the Hopper
+   * kernel's speculative exponentials then fall back to the full step) */
+  {
+    static const int32_t past[2] = {0, 0};
+    static const int32_t q_lens[2] = {600, 300};
+    gpu_case rising = gpu_case_default("prefill_rising_max");
+    rising.num_heads = 8;
+    rising.kv_num_heads = 2;
+    rising.batch_size = 2;
+    rising.past_lens = past;
+    rising.q_lens = q_lens;
+    rising.key_growth = 16;
+    const gpu_axis q[] = {GPU_AXIS(dtype, PA_DTYPE_BFLOAT16), GPU_AXIS(head_size, 128)};
+    const gpu_axis f[] = {GPU_AXIS(dtype, PA_DTYPE_FLOAT16, PA_DTYPE_BFLOAT16),
+                          GPU_AXIS(head_size, 64, 128, 256)};
+    RUN_QUICK_OR_FULL(*all, rising, q, f);
+  }
+
   /* chunked prefill over long cached prefixes (past several hundred to a few thousand, chunks of
    * tens to hundreds), shuffled blocks */
   {
