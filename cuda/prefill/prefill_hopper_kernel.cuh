@@ -786,7 +786,8 @@ __device__ __forceinline__ void hopper_consume(const prefill_params &P,
   constexpr bool kPingPong = G::kTurns;
   // The softmax's rescale unconditional, in its MUFU run's issue gaps (softmax_step_to_max):
   // 0.5-1.2 % faster with 16-bit caches at 64 and 128 channels, 1-3 % slower at 256 channels and
-  // with 8-bit caches (forty-second measurement)
+  // with 8-bit caches (forty-second measurement, when the step ran on every tile; since
+  // prefill_softmax_to_p it runs on a unit's first tile and where a reference moves)
   constexpr bool kRescaleInGaps = sizeof(C) == 2 && DMAX <= 128;
   const int my_turn = kHopperTurnBarrier + wg, other_turn = kHopperTurnBarrier + 1 - wg;
   if (kPingPong && wg == 1)
