@@ -24,9 +24,11 @@
 //                        and masked; the online-softmax step from the reference m (the previous
 //                        tile's, whoever scored it) given the tile's scores, to m_t (m unless
 //                        they pass it by the slack, attention_rules.cuh), which rescales O_w and
-//                        the sum; P (rounded to T) into the tile's last panel (channels 512..575,
-//                        dead once the scores are done) and m_t into the slot's maxima, announced
-//                        to the other warpgroup (bar.arrive); O_w += P V_w with P from registers.
+//                        the sum (prefill_softmax_to_p: where m is finite, the exponentials
+//                        against m first, the step only if one passes the slack); P (rounded to
+//                        T) into the tile's last panel (channels 512..575, dead once the scores
+//                        are done) and m_t into the slot's maxima, announced to the other
+//                        warpgroup (bar.arrive); O_w += P V_w with P from registers.
 //   other tile:          wait for that announcement (bar.sync), step m to the published m_t
 //                        (softmax_step_to_reference; rescaling O_w and the sum), O_w += P V_w
 //                        with P read from the panel;
@@ -138,12 +140,11 @@ __device__ __forceinline__ void latent_init_barriers(const latent_whole_smem &S)
   mbarrier_init(S.unit_empty(), 2 * kLatentHopperWarpgroupThreads);
 }
 
-// P (rounded to T) of this thread's scores (the accumulator layout of m64n64k16) into a swizzled
-// panel of [64 rows][64 keys], where hopper_load_a_fragment reads it back as A fragments: each
-// warp's stores and loads touch 32 different banks.
-template <typename T>
+// P's A fragments (prefill_p_fragment's layout: fragment g holds n-tiles 2g and 2g + 1, words
+// 2 j + h for n-tile 2g + j and row half h) into a swizzled panel of [64 rows][64 keys], where
+// hopper_load_a_fragment reads them back: each warp's stores and loads touch 32 different banks.
 __device__ __forceinline__ void latent_whole_store_p(
-    unsigned char *p_panel, const float (&p)[kLatentHopperKeys / 8][4]) {
+    unsigned char *p_panel, const uint32_t (&p_frag)[kLatentHopperKeys / 16][4]) {
   const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
   const int group_id = lane / 4, col = (lane % 4) * 2;
 #pragma unroll
@@ -152,7 +153,7 @@ __device__ __forceinline__ void latent_whole_store_p(
     for (int h = 0; h < 2; h++)
       *reinterpret_cast<uint32_t *>(
           p_panel + swizzle128_chunk_offset(kLatentHopperRows, warp * 16 + group_id + 8 * h, n) +
-          col * 2) = pack_t2<T>(p[n][2 * h], p[n][2 * h + 1]);
+          col * 2) = p_frag[n / 2][2 * (n % 2) + h];
 }
 
 // A producer warp's 16 keys of a tile as the sources of its copies into 64-row swizzled panels:
@@ -312,18 +313,12 @@ __device__ __forceinline__ void latent_whole_consume(const prefill_params &P,
       }
       prefill_mask_scores(score, (int32_t)(tile * kLatentHopperKeys - key_base), (uint32_t)mapped,
                           (uint32_t)(mapped >> 32), my_lo, my_hi, col);
-      float new_max[2];
-      row_tile_max(score, new_max);
-      new_max[0] *= score_scale;
-      new_max[1] *= score_scale;
-      softmax_step_to_max(score, row_max, row_sum, out_acc, score_scale, new_max);
-      latent_whole_store_p<T>(S.p_panel(slot), score);
+      uint32_t p_frag[kPSteps][4];
+      prefill_softmax_to_p<T>(score, row_max, row_sum, out_acc, score_scale, p_frag);
+      latent_whole_store_p(S.p_panel(slot), p_frag);
       float *const tile_max = S.tile_maxima(slot) + row0 + group_id;
       if (lane % 4 == 0) tile_max[0] = row_max[0], tile_max[8] = row_max[1];
       named_barrier_arrive(kLatentWholeTileBarrier + slot, kPairThreads);
-      uint32_t p_frag[kPSteps][4];
-#pragma unroll
-      for (int g = 0; g < kPSteps; g++) prefill_p_fragment<T>(score, g, p_frag[g]);
       issue_values(p_frag, slot);
       wgmma_wait<0>();
       wgmma_fence_operands(out_acc);

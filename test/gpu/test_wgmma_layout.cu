@@ -143,7 +143,10 @@ __device__ void latent_whole_blocks(unsigned char *q_tile, unsigned char *k_tile
     }
   unsigned char *p_panel = p_panels + wg * latent_whole_geometry::kPanelBytes;
   named_barrier_sync(1 + wg, 128);  // latent_blocks' reads of these panels are done
-  latent_whole_store_p<T>(p_panel, score);
+  uint32_t p_stored[kKeys / 16][4];
+#pragma unroll
+  for (int s = 0; s < kKeys / 16; s++) prefill_p_fragment<T>(score, s, p_stored[s]);
+  latent_whole_store_p(p_panel, p_stored);
   __syncwarp();
   named_barrier_sync(1 + wg, 128);  // the warpgroup's P panel is written
   uint32_t p_frag[kKeys / 16][4];
