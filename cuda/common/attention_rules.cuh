@@ -230,6 +230,11 @@ __device__ __forceinline__ float softmax_exp2(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
+// A score's unnormalized probability: the score times score_scale (log2 units, masked scores
+// -inf) less the row's base (its reference), through softmax_exp2.
+__device__ __forceinline__ float softmax_weight(float score, float score_scale, float base) {
+  return softmax_exp2(fmaf(score, score_scale, -base));
+}
 
 // Whether a partial state (running max, sum l) saw any admitted key. A NaN sum counts, so a NaN
 // score or value reaches the output (doc/semantics.md) instead of being dropped with the empties.

@@ -385,7 +385,7 @@ __device__ __forceinline__ void latent_narrow_consume(const prefill_params &P,
       for (int j = 0; j < kN; j++)
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-          const float p = softmax_exp2(fmaf(score[j][i], score_scale, -base[j][i % 2]));
+          const float p = softmax_weight(score[j][i], score_scale, base[j][i % 2]);
           row_sum[j][i % 2] += p;
           *reinterpret_cast<T *>(p_bytes + latent_narrow_p_offset(8 * j + col + i % 2,
                                                                   key_in_tile + 8 * (i / 2))) =

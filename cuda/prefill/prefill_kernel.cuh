@@ -423,7 +423,7 @@ __device__ __forceinline__ void softmax_step_to_max(float (&score)[kNTiles][4],
   for (int n = 0; n < kNTiles; n++)
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-      const float p = softmax_exp2(fmaf(score[n][i], score_scale, -base[i / 2]));
+      const float p = softmax_weight(score[n][i], score_scale, base[i / 2]);
       score[n][i] = p;
       row_sum[i / 2] += p;
     }
@@ -487,7 +487,7 @@ __device__ __forceinline__ void prefill_softmax_to_p(float (&score)[kNTiles][4],
       for (int j = 0; j < 2; j++)
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-          e[j][i] = softmax_exp2(fmaf(score[2 * g + j][i], score_scale, -row_max[i / 2]));
+          e[j][i] = softmax_weight(score[2 * g + j][i], score_scale, row_max[i / 2]);
           sum[i / 2] += e[j][i];
           largest = fmaxf(largest, e[j][i]);
         }
