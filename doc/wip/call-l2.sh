@@ -7,10 +7,11 @@
 # latent-span-reuse.patch (a CTA's first unit keeps the lengths its search loaded). Every tree
 # runs pa_bench_latent --quick twice, the trees alternating (its memory-bound rows print their
 # read-alone floor); then the tree with all three runs the LATENT matrix in 4 shards and memcheck
-# of its quick matrix (the other trees add only a constant or a subset of its code).
+# and racecheck of its quick matrix (the other trees add only a constant or a subset of its code;
+# racecheck: main reports the whole-tile kernel's known P-panel hazards, compare the count).
 source .devdeps/env.sh
 nvidia-smi -L
-TESTS= TESTS_all=latent SHARDS=4 RACECHECK=0 RUNS=2 BENCH_FIRST=1 \
+TESTS= TESTS_all=latent SHARDS=4 RACECHECK=1 RUNS=2 BENCH_FIRST=1 \
   BENCHES="pa_bench_latent --quick" \
   timeout 570 tools/ab-patches ahead=doc/wip/latent-l2-ahead.patch \
   ahead2=doc/wip/latent-l2-ahead.patch+doc/wip/latent-l2-ahead-2.patch \
