@@ -4,7 +4,8 @@
 # asks each run's rows into L2 four tiles ahead of its panel ring; latent-l2-ahead-2.patch over it:
 # two tiles, about half the L2 footprint), latent-grid-merge.patch (more than 4 split slots merged
 # by the row block's units inside the narrow kernel, no merge kernel: 1 x 64k) and
-# latent-span-reuse.patch (a CTA's first unit keeps the lengths its search loaded). Every tree
+# latent-span-reuse.patch (a CTA's first unit keeps the lengths its search loaded); five trees
+# (main, each change alone, the prefetch at two tiles, all three together). Every tree
 # runs pa_bench_latent --quick twice, the trees alternating (its memory-bound rows print their
 # read-alone floor); then the tree with all three runs the LATENT matrix in 4 shards and memcheck
 # and racecheck of its quick matrix (the other trees add only a constant or a subset of its code;
@@ -16,7 +17,6 @@ TESTS= TESTS_all=latent SHARDS=4 RACECHECK=1 RUNS=2 BENCH_FIRST=1 \
   timeout 570 tools/ab-patches ahead=doc/wip/latent-l2-ahead.patch \
   ahead2=doc/wip/latent-l2-ahead.patch+doc/wip/latent-l2-ahead-2.patch \
   grid=doc/wip/latent-grid-merge.patch \
-  both=doc/wip/latent-l2-ahead.patch+doc/wip/latent-grid-merge.patch \
   all=doc/wip/latent-l2-ahead.patch+doc/wip/latent-grid-merge.patch+doc/wip/latent-span-reuse.patch \
   > $OUT/ab.txt 2>&1
 echo "rc $?"
