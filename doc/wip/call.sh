@@ -20,9 +20,6 @@ git apply doc/wip/diag-timeline.patch || exit 1
 # CTA_SM=1 (with SETUP_STEPS=1): each attention CTA's multiprocessor beside its end
 # (diag-cta-sm.patch): whether the CTAs that end last are the same multiprocessors in each replay
 [ -n "${CTA_SM:-}" ] && { git apply doc/wip/diag-cta-sm.patch || exit 1; }
-# GUESS=1: latent-guess-l2.patch too (the narrow kernel's first two tiles asked into L2 at its
-# start): does the first tile land earlier?
-[ -n "${GUESS:-}" ] && { git apply doc/wip/latent-guess-l2.patch || exit 1; }
 tail -1 cuda/common/diag_timeline.cuh | grep -q "namespace pa" || { echo "header cut"; exit 1; }
 rm -rf build-d && meson setup build-d -Dgpu_archs=90a -Dbuildtype=release > $O/setup.log 2>&1 &&
   ninja -C build-d bench/pa_bench_latent bench/pa_bench_prefill > $O/build.log 2>&1 ||
