@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# a device call (one `run`, carry .devdeps, about 150 s; any card): diag-warm-inputs.patch on main,
-# the two 16-head rows with the step's small inputs read into L2 just before each step
-# (PA_DIAG_WARM_INPUTS=1) against a decoy read of the same size (=2) and none (=0), alternating.
-# If 1 beats 2 by microseconds, the start chain's reads wait on DRAM (the previous step's stream
-# evicted them from L2) and the write kernel could ask them into L2 for the attention kernel.
+# a device call (one `run`, carry .devdeps, about 200 s on an H100; any card): does the LATENT
+# producers' start chain (about 2 us per dependent read) wait on DRAM?
+# 1. tools/ab-patches builds main, `pf` (latent-write-prefetch.patch: the write kernel asks the
+#    narrow kernel's first reads into L2) and `warm` (diag-warm-inputs.patch, bench only) at once;
+#    the LATENT matrix in 4 shards and memcheck on pf; pa_bench_latent's 16-head rows twice each.
+# 2. the warm tree's bench with the step's small inputs read into L2 just before each step
+#    (PA_DIAG_WARM_INPUTS=1) against a decoy read of the same size (=2) and none (=0),
+#    alternating: if 1 beats 2 by microseconds, the chain's reads wait on DRAM.
 source .devdeps/env.sh
 nvidia-smi -L
-git apply doc/wip/diag-warm-inputs.patch || exit 1
-(meson setup build-w -Dgpu_archs=90a -Dbuildtype=release && ninja -C build-w bench/pa_bench_latent) \
-  > $OUT/build.log 2>&1 || { tail -20 $OUT/build.log; exit 1; }
-B=build-w/bench/pa_bench_latent
+TESTS= TESTS_pf=latent SHARDS=4 RACECHECK=0 RUNS=2 BENCH_FIRST=1 \
+  BENCHES="pa_bench_latent --quick --only 16h" \
+  timeout 300 tools/ab-patches pf=doc/wip/latent-write-prefetch.patch \
+  warm=doc/wip/diag-warm-inputs.patch > $OUT/ab.txt 2>&1
+echo "ab rc $?"
+tail -24 $OUT/ab.txt
+B=/tmp/ab-warm/build-ab/bench/pa_bench_latent
 for round in 1 2; do
   for w in 0 1 2; do
     for row in "16h 1x64k q1 block 64" "16h 64x4k q1 block 64"; do
