@@ -11,14 +11,15 @@
 //     ("read alone", graph-timed the same way): the floor of any step that reads those rows, and
 //     how far the step is above it;
 //   32 rows per sequence: 32 heads x 1 token and 16 heads x 2 tokens, 64 x 4k at block 64, in TB/s;
-//   fp8 latent cache (per-tensor scale): 128 heads 64 x 4k and 16 heads 64 x 4k at block 64.
+//   8-bit latent caches (per-tensor scale): fp8 at 128 heads 64 x 4k block 64 and at 16 heads
+//     64 x 4k (block 64 and 16) and 1 x 64k, int8 at 16 heads 64 x 4k block 64.
 // Each step writes its new tokens' latent rows (the write path) and reads L keys per sequence
 // (L - tokens cached + the new ones). Random data filled on the device, a shuffled block table,
 // attention_metadata with the tight bounds. LATENT's first run is checked against UNFUSED's on the
 // whole output (|a - b| <= 2e-2 (1 + |b|), the bf16 / 8-bit tolerance); then both are timed as
 // CUDA-graph replays (median; UNFUSED by few replays: it takes tens to hundreds of ms a step).
 //   pa_bench_latent [--quick] [--only TEXT] [--csv FILE]
-//     --quick      the 1-token rows at 64 x 4k, 1 x 64k, the 32-row rows and fp8 only, UNFUSED
+//     --quick      the 1-token rows at 64 x 4k, 1 x 64k, the 32-row rows and 8-bit only, UNFUSED
 //                  on one row
 //     --only TEXT  only the rows whose label contains TEXT (e.g. for a profiler)
 //     --csv FILE   also write label,backend,us,tflops,tbps,pct to FILE
@@ -213,6 +214,11 @@ int main(int argc, char **argv) {
                   false, false});
   rows.push_back({"16h 64x4k q1 block 64 fp8", 16, 64, 4096, 1, 64, PA_DTYPE_FLOAT8_E4M3FN, true,
                   false});
+  rows.push_back({"16h 64x4k q1 block 16 fp8", 16, 64, 4096, 1, 16, PA_DTYPE_FLOAT8_E4M3FN, true,
+                  false});
+  rows.push_back({"16h 1x64k q1 block 64 fp8", 16, 1, 65536, 1, 64, PA_DTYPE_FLOAT8_E4M3FN, true,
+                  false});
+  rows.push_back({"16h 64x4k q1 block 64 int8", 16, 64, 4096, 1, 64, PA_DTYPE_INT8, true, false});
 
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
