@@ -7,12 +7,13 @@
 #          on the narrow (16 rows) and whole-tile (above 32 rows) wgmma kernels. Never run: each
 #          test and bench process is time-limited in case it hangs; a failing case's name tells
 #          which kernel (16 heads of one token: narrow; 128 heads: whole).
-# The LATENT matrix in 4 shards per variant, memcheck and racecheck of its quick matrix (the
-# producers' new hand-offs), then pa_bench_latent's 16-head rows and its 8-bit rows (16h, 128h)
+# The LATENT matrix in 4 shards per variant (codes8: PREFILL's too, whose 8-bit producer now shares
+# hopper_producer_max), memcheck of each quick matrix and racecheck of LATENT's (the producers' new
+# hand-offs), then pa_bench_latent's 16-head rows and its 8-bit rows (16h, 128h)
 # twice per tree.
 source .devdeps/env.sh
 nvidia-smi -L
-TESTS= TESTS_pf=latent TESTS_codes8=latent SHARDS=4 RACECHECK=1 RUNS=2 \
+TESTS= TESTS_pf=latent TESTS_codes8="latent prefill" SHARDS=4 RACECHECK=1 RUNS=2 \
   TEST_TIMEOUT=300 BENCH_TIMEOUT=150 \
   BENCHES="pa_bench_latent --quick --only 16h; pa_bench_latent --quick --only fp8" \
   timeout 570 tools/ab-patches pf=doc/wip/latent-write-prefetch.patch \
