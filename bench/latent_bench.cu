@@ -12,7 +12,8 @@
 //     how far the step is above it;
 //   32 rows per sequence: 32 heads x 1 token and 16 heads x 2 tokens, 64 x 4k at block 64, in TB/s;
 //   8-bit latent caches (per-tensor scale): fp8 at 128 heads 64 x 4k block 64 and at 16 heads
-//     64 x 4k (block 64 and 16) and 1 x 64k, int8 at 16 heads 64 x 4k block 64.
+//     64 x 4k (block 64 and 16, 1 and 2 query tokens) and 1 x 64k, int8 at 16 heads 64 x 4k
+//     block 64.
 // Each step writes its new tokens' latent rows (the write path) and reads L keys per sequence
 // (L - tokens cached + the new ones). Random data filled on the device, a shuffled block table,
 // attention_metadata with the tight bounds. LATENT's first run is checked against UNFUSED's on the
@@ -219,6 +220,8 @@ int main(int argc, char **argv) {
   rows.push_back({"16h 1x64k q1 block 64 fp8", 16, 1, 65536, 1, 64, PA_DTYPE_FLOAT8_E4M3FN, true,
                   false});
   rows.push_back({"16h 64x4k q1 block 64 int8", 16, 64, 4096, 1, 64, PA_DTYPE_INT8, true, false});
+  rows.push_back({"16h 64x4k q2 block 64 fp8", 16, 64, 4096, 2, 64, PA_DTYPE_FLOAT8_E4M3FN, true,
+                  false});
 
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
