@@ -7,8 +7,8 @@
 #          on the narrow (16 rows) and whole-tile (above 32 rows) wgmma kernels. Never run: each
 #          test and bench process is time-limited in case it hangs; a failing case's name tells
 #          which kernel (16 heads of one token: narrow; 128 heads: whole).
-# The LATENT matrix in 4 shards per variant (codes8: PREFILL's too, whose 8-bit producer now shares
-# hopper_producer_max), memcheck of each quick matrix and racecheck of LATENT's (the producers' new
+# The LATENT matrix in 4 shards per variant (codes8: PREFILL's too, whose 8-bit producer now calls
+# hopper_q_codes_to_half), memcheck of each quick matrix and racecheck of LATENT's (the producers' new
 # hand-offs), then pa_bench_latent's 16-head rows and its 8-bit rows (16h, 128h)
 # twice per tree.
 source .devdeps/env.sh
